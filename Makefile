@@ -1,0 +1,29 @@
+# `make test` and `make demo` build .venv themselves: torch==2.13.0 (the CPU wheel) first, so the
+# package's `torch>=2.4` requirement is already met and pip never pulls the CUDA build.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: test test-slow demo lint clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(PY) -m ruff check aiayn tests bench
+
+test: $(STAMP) lint
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+demo: $(STAMP)
+	$(VENV)/bin/aiayn demo --out runs/demo
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,112 @@
+"""Scaled dot-product attention (§3.2.1) and multi-head attention (§3.2.2)."""
+
+import math
+
+import torch
+from torch import nn
+
+from aiayn.model.masks import check_mask
+
+
+def _explicit_attention(q, k, v, mask, dropout_p, is_causal, training):
+    # q (..., T, d_k), k (..., S, d_k), v (..., S, d_v)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # §3.2.1 QK^T / sqrt(d_k): (..., T, S)
+    if is_causal:
+        causal = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
+        mask = causal if mask is None else mask & causal
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    # §3.2.1 softmax(.), in at least fp32 even under bf16 autocast
+    weights = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(q.dtype)
+    if mask is not None:
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # fully masked row -> 0
+    dropped = nn.functional.dropout(weights, dropout_p, training) if dropout_p > 0 else weights
+    return dropped @ v, weights  # §3.2.1 (.)V
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    need_weights: bool = False,
+    is_causal: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Attention(Q, K, V) = softmax(QK^T / sqrt(d_k)) V   (§3.2.1, eq. 1)
+
+    q (B, H, T, d_k), k (B, H, S, d_k), v (B, H, S, d_v); mask bool broadcastable to (B, H, T, S),
+    True = may attend; `is_causal` adds the decoder's look-ahead mask. Returns (out (B, H, T, d_v),
+    weights (B, H, T, S) or None). Without `need_weights` torch's fused kernel runs; with it, the
+    explicit formula; both give the same numbers. dropout_p applies to the weights (training only)."""
+    if mask is not None:
+        check_mask(mask, q.size(0) if q.dim() == 4 else 1, q.size(-2), k.size(-2))
+    if need_weights:
+        return _explicit_attention(q, k, v, mask, dropout_p, is_causal, training=dropout_p > 0)
+    empty_rows = None
+    if mask is not None:
+        empty_rows = ~mask.any(dim=-1, keepdim=True)  # (B, 1|H, T|1, 1) rows with nothing to attend
+        if is_causal:
+            causal = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
+            mask, is_causal = mask & causal, False
+        # Let empty rows attend everywhere so the kernel stays finite; their output is zeroed below.
+        mask = mask | empty_rows
+    out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                                     is_causal=is_causal)
+    if empty_rows is not None:
+        out = out.masked_fill(empty_rows, 0.0)
+    return out, None
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+    (§3.2.2). W^Q, W^K, W^V are stored stacked in `in_proj` (rows [W^Q; W^K; W^V], as torch does),
+    so self-attention projects with one matmul; d_head = d_model / n_heads."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.in_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        # (B, T, D) -> (B, H, T, d_head)
+        return x.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
+
+    def _project(self, x: torch.Tensor, part: slice) -> torch.Tensor:
+        d = self.d_model
+        rows = slice(part.start * d, part.stop * d)
+        return nn.functional.linear(x, self.in_proj.weight[rows], self.in_proj.bias[rows])
+
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention: x (B, T, D) -> q, k, v each (B, H, T, d_head), one matmul."""
+        return tuple(self._split_heads(t) for t in self.in_proj(x).chunk(3, dim=-1))
+
+    def project_q(self, x: torch.Tensor) -> torch.Tensor:
+        return self._split_heads(self._project(x, slice(0, 1)))
+
+    def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if key is value:  # cross-attention: memory projected to K and V with one matmul
+            k, v = self._project(key, slice(1, 3)).chunk(2, dim=-1)
+        else:
+            k, v = self._project(key, slice(1, 2)), self._project(value, slice(2, 3))
+        return self._split_heads(k), self._split_heads(v)
+
+    def attend(self, q, k, v, mask=None, need_weights=False, is_causal=False):
+        """q (B, H, T, d_head), k/v (B, H, S, d_head) -> (out (B, T, D), weights (B, H, T, S) | None)."""
+        dropout_p = self.dropout if self.training else 0.0
+        heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, need_weights, is_causal)
+        out = self.out_proj(heads.transpose(1, 2).flatten(2))  # Concat(head_1..h) W^O: (B, T, D)
+        return out, weights
+
+    def forward(self, query, key, value, mask=None, need_weights=False, is_causal=False):
+        """query (B, T, D), key/value (B, S, D), mask broadcastable to (B, H, T, S) (True = may attend)."""
+        if query is key and key is value:
+            q, k, v = self.project_qkv(query)
+        else:
+            q = self.project_q(query)
+            k, v = self.project_kv(key, value)
+        return self.attend(q, k, v, mask, need_weights, is_causal)

@@ -1,0 +1,141 @@
+"""ModelConfig and its presets -> build_model(). The only place where configuration meets modules."""
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+from torch import nn
+
+from aiayn.model import scores
+from aiayn.model.rnn import BahdanauDecoder, LuongDecoder, RNNEncoder, RNNSeq2Seq
+from aiayn.model.transformer import Transformer
+
+log = logging.getLogger(__name__)
+
+CHOICES = {
+    "arch": ("transformer", "rnn"),
+    "activation": ("relu", "gelu"),
+    "positional": ("sinusoidal", "learned"),
+    "rnn_cell": ("lstm", "gru"),
+    "rnn_attention": ("luong", "bahdanau"),
+    "score": ("dot", "scaled_dot", "general", "concat", "additive", "cosine", "location"),
+}
+
+
+@dataclass
+class ModelConfig:
+    """Every model hyper-parameter. Defaults are the paper's base model (Table 3)."""
+
+    arch: str = "transformer"
+    src_vocab_size: int = 37000
+    tgt_vocab_size: int = 37000
+    pad_id: int = 0
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    dropout: float = 0.1  # P_drop (§5.4)
+    attention_dropout: float = 0.0  # departure knob: dropout on attention weights (paper: none)
+    activation: str = "relu"
+    norm_first: bool = False  # False = post-LN as in the paper
+    positional: str = "sinusoidal"
+    max_len: int = 1024
+    share_embeddings: bool = False  # 3-way tying: source, target and output (needs a joint vocabulary)
+    tie_output: bool = True  # target embedding = pre-softmax projection (§3.4)
+    layer_norm_eps: float = 1e-5
+    # RNN seq2seq (arch="rnn")
+    rnn_cell: str = "lstm"
+    rnn_attention: str = "luong"
+    score: str = "general"
+    attention_dim: int = 0  # concat/additive hidden size; 0 = d_model
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    def validate(self) -> "ModelConfig":
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"model.{name}={getattr(self, name)!r} is not one of {allowed}")
+        if self.arch == "transformer" and self.d_model % self.n_heads:
+            raise ValueError(f"model.d_model={self.d_model} must be divisible by model.n_heads={self.n_heads}")
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError("model.share_embeddings needs src_vocab_size == tgt_vocab_size (a joint vocabulary)")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"model.dropout={self.dropout} must be in [0, 1)")
+        return self
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "ModelConfig":
+        if name not in PRESETS:
+            raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
+        return dataclasses.replace(cls(), **{**PRESETS[name], **overrides}).validate()
+
+
+PRESETS = {
+    "paper-base": dict(d_model=512, n_heads=8, d_ff=2048, n_encoder_layers=6, n_decoder_layers=6, dropout=0.1),
+    "paper-big": dict(d_model=1024, n_heads=16, d_ff=4096, n_encoder_layers=6, n_decoder_layers=6, dropout=0.3),
+    # small models that train on a 2-core CPU
+    "tiny": dict(d_model=64, n_heads=4, d_ff=256, n_encoder_layers=2, n_decoder_layers=2, dropout=0.1),
+    "small": dict(d_model=256, n_heads=4, d_ff=1024, n_encoder_layers=3, n_decoder_layers=3, dropout=0.1),
+    "multi30k": dict(d_model=256, n_heads=4, d_ff=1024, n_encoder_layers=4, n_decoder_layers=4, dropout=0.3,
+                     share_embeddings=True),
+    "rnn-luong": dict(arch="rnn", d_model=256, n_encoder_layers=1, n_decoder_layers=1, dropout=0.3,
+                      rnn_cell="lstm", rnn_attention="luong", score="general"),
+    "rnn-bahdanau": dict(arch="rnn", d_model=256, n_encoder_layers=1, n_decoder_layers=1, dropout=0.3,
+                         rnn_cell="gru", rnn_attention="bahdanau", score="additive"),
+}
+
+
+def build_score(cfg: ModelConfig) -> scores.ScoreFunction:
+    d, a = cfg.d_model, cfg.attention_dim or cfg.d_model
+    return {
+        "dot": lambda: scores.DotScore(),
+        "scaled_dot": lambda: scores.ScaledDotScore(d),
+        "general": lambda: scores.GeneralScore(d, d),
+        "concat": lambda: scores.ConcatScore(d, d, a),
+        "additive": lambda: scores.AdditiveScore(d, d, a),
+        "cosine": lambda: scores.CosineScore(),
+        "location": lambda: scores.LocationScore(d, cfg.max_len),
+    }[cfg.score]()
+
+
+def _build_rnn(cfg: ModelConfig) -> RNNSeq2Seq:
+    rnn_type = nn.LSTM if cfg.rnn_cell == "lstm" else nn.GRU
+    encoder = RNNEncoder(cfg.src_vocab_size, cfg.d_model, cfg.pad_id, cfg.n_encoder_layers, cfg.dropout, rnn_type)
+    decoder_cls = LuongDecoder if cfg.rnn_attention == "luong" else BahdanauDecoder
+    decoder = decoder_cls(cfg.tgt_vocab_size, cfg.d_model, cfg.pad_id, build_score(cfg),
+                          cfg.n_decoder_layers, cfg.dropout, rnn_type)
+    if cfg.share_embeddings:
+        decoder.embedding.weight = encoder.embedding.weight
+    return RNNSeq2Seq(encoder, decoder, cfg.pad_id)
+
+
+def _build_transformer(cfg: ModelConfig) -> Transformer:
+    return Transformer(
+        cfg.src_vocab_size, cfg.tgt_vocab_size, cfg.pad_id, cfg.d_model, cfg.n_heads, cfg.d_ff,
+        cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.dropout, cfg.attention_dropout, cfg.activation,
+        cfg.norm_first, cfg.positional, cfg.max_len, cfg.share_embeddings, cfg.tie_output, cfg.layer_norm_eps)
+
+
+def xavier_init(model: nn.Module) -> None:
+    """Xavier-uniform for every matrix (as the reference implementations do); vectors keep their init."""
+    seen = set()
+    for param in model.parameters():
+        if param.dim() > 1 and id(param) not in seen:
+            seen.add(id(param))
+            nn.init.xavier_uniform_(param)
+
+
+def build_model(cfg: ModelConfig) -> nn.Module:
+    cfg.validate()
+    model = _build_transformer(cfg) if cfg.arch == "transformer" else _build_rnn(cfg)
+    xavier_init(model)
+    log.info("built %s with %s parameters", cfg.arch, f"{count_parameters(model):,}")
+    return model
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters, each shared tensor counted once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

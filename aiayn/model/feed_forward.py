@@ -1,0 +1,22 @@
+"""Position-wise feed-forward network (§3.3): FFN(x) = max(0, x W1 + b1) W2 + b2."""
+
+import torch
+from torch import nn
+
+
+class PositionwiseFeedForward(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", activation_dropout: float = 0.0):
+        super().__init__()
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be 'relu' or 'gelu', got {activation!r}")
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.activation = nn.functional.relu if activation == "relu" else nn.functional.gelu
+        # The paper applies dropout only to sublayer outputs; inner dropout is an explicit departure.
+        self.activation_dropout = activation_dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # (B, T, D) -> (B, T, d_ff) -> (B, T, D)
+        hidden = self.activation(self.w_1(x))  # §3.3 max(0, xW1 + b1)
+        hidden = nn.functional.dropout(hidden, self.activation_dropout, self.training)
+        return self.w_2(hidden)  # §3.3 (...)W2 + b2

@@ -1,0 +1,175 @@
+"""The Transformer of "Attention Is All You Need" (§3): encoder and decoder stacks.
+
+Shapes: B batch, S source length, T target length, D d_model, H heads, L layers, V vocabulary.
+Post-LN (the paper, §3.1: LayerNorm(x + Sublayer(x))) by default; pre-LN (x + Sublayer(LayerNorm(x)))
+with a final LayerNorm when norm_first=True. Dropout (P_drop) on every sublayer output and on the sum of
+embeddings and positions (§5.4).
+"""
+
+import torch
+from torch import nn
+
+from aiayn.model.attention import MultiHeadAttention
+from aiayn.model.embedding import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, TokenEmbedding
+from aiayn.model.feed_forward import PositionwiseFeedForward
+from aiayn.model.masks import padding_mask
+from aiayn.model.state import LayerCache, TransformerState
+
+
+class _Sublayers(nn.Module):
+    """Residual connection + LayerNorm around a sublayer, post-LN or pre-LN."""
+
+    def __init__(self, dropout: float, norm_first: bool):
+        super().__init__()
+        self.dropout, self.norm_first = dropout, norm_first
+
+    def residual(self, x, norm, sublayer):
+        """sublayer: (B, T, D) -> ((B, T, D), extra). Returns (new x, extra)."""
+        if self.norm_first:
+            out, extra = sublayer(norm(x))
+            return x + nn.functional.dropout(out, self.dropout, self.training), extra
+        out, extra = sublayer(x)
+        return norm(x + nn.functional.dropout(out, self.dropout, self.training)), extra  # §3.1, §5.4
+
+
+class EncoderLayer(_Sublayers):
+    """Self-attention then FFN (§3.1)."""
+
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, attention_dropout=0.0, activation="relu",
+                 norm_first=False, layer_norm_eps=1e-5):
+        super().__init__(dropout, norm_first)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        self.self_attn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, activation)
+        self.ffn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+
+    def forward(self, x, src_mask, need_weights=False):
+        # x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D), weights (B, H, S, S) | None
+        x, weights = self.residual(x, self.self_attn_norm,
+                                   lambda h: self.self_attn(h, h, h, src_mask, need_weights))
+        x, _ = self.residual(x, self.ffn_norm, lambda h: (self.ffn(h), None))
+        return x, weights
+
+
+class DecoderLayer(_Sublayers):
+    """Masked self-attention, encoder-decoder (cross) attention, then FFN (§3.1)."""
+
+    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, attention_dropout=0.0, activation="relu",
+                 norm_first=False, layer_norm_eps=1e-5):
+        super().__init__(dropout, norm_first)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        self.self_attn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        self.cross_attn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, activation)
+        self.ffn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+
+    def _self_attention(self, h, cache, need_weights):
+        q, k, v = self.self_attn.project_qkv(h)
+        if cache is None:  # teacher forcing: all T positions at once, look-ahead masked (§3.2.3)
+            return self.self_attn.attend(q, k, v, None, need_weights, is_causal=True)
+        k, v = cache.append_self(k, v)  # one new position that may see every cached one
+        return self.self_attn.attend(q, k, v, None, need_weights)
+
+    def _cross_attention(self, h, memory, src_mask, cache, need_weights):
+        q = self.cross_attn.project_q(h)
+        if cache is None:
+            k, v = self.cross_attn.project_kv(memory, memory)
+        else:
+            k, v = cache.cross_k, cache.cross_v
+        return self.cross_attn.attend(q, k, v, src_mask, need_weights)
+
+    def forward(self, x, memory, src_mask, cache: LayerCache | None = None, need_weights=False):
+        # x (B, T, D), memory (B, S, D) -> (B, T, D), self weights (B, H, T, T'), cross (B, H, T, S)
+        x, self_w = self.residual(x, self.self_attn_norm, lambda h: self._self_attention(h, cache, need_weights))
+        x, cross_w = self.residual(
+            x, self.cross_attn_norm, lambda h: self._cross_attention(h, memory, src_mask, cache, need_weights))
+        x, _ = self.residual(x, self.ffn_norm, lambda h: (self.ffn(h), None))
+        return x, self_w, cross_w
+
+
+def _stack(weights: list) -> torch.Tensor:
+    # L x (B, H, T, S) -> (B, L, H, T, S)
+    return torch.stack(weights, dim=1)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer with the shared seq2seq interface (see aiayn/model/__init__.py)."""
+
+    def __init__(self, src_vocab_size, tgt_vocab_size, pad_id, d_model=512, n_heads=8, d_ff=2048,
+                 n_encoder_layers=6, n_decoder_layers=6, dropout=0.1, attention_dropout=0.0,
+                 activation="relu", norm_first=False, positional="sinusoidal", max_len=1024,
+                 share_embeddings=False, tie_output=True, layer_norm_eps=1e-5):
+        super().__init__()
+        if share_embeddings and src_vocab_size != tgt_vocab_size:
+            raise ValueError(f"share_embeddings needs one joint vocabulary, but src_vocab_size="
+                             f"{src_vocab_size} != tgt_vocab_size={tgt_vocab_size}")
+        self.pad_id, self.d_model, self.dropout = pad_id, d_model, dropout
+        self.src_embed = TokenEmbedding(src_vocab_size, d_model, pad_id)
+        self.tgt_embed = self.src_embed if share_embeddings else TokenEmbedding(tgt_vocab_size, d_model, pad_id)
+        pos_cls = SinusoidalPositionalEncoding if positional == "sinusoidal" else LearnedPositionalEmbedding
+        self.positional = pos_cls(d_model, max_len)
+        layer_args = (d_model, n_heads, d_ff, dropout, attention_dropout, activation, norm_first, layer_norm_eps)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(n_encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(n_decoder_layers))
+        # pre-LN leaves the last residual stream un-normalized, so both stacks end with a LayerNorm
+        self.encoder_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+        self.generator = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        if tie_output or share_embeddings:  # §3.4: output projection shares the embedding matrix
+            self.generator.weight = self.tgt_embed.weight
+
+    def _embed(self, embedding, tokens, offset=0):
+        x = self.positional(embedding(tokens), offset)  # §3.4 + §3.5
+        return nn.functional.dropout(x, self.dropout, self.training)  # §5.4 P_drop on embeddings
+
+    def encode(self, src: torch.Tensor, return_attention: bool = False):
+        """src (B, S) -> memory (B, S, D) [, encoder self-attention (B, L, H, S, S)]."""
+        src_mask = padding_mask(src, self.pad_id)
+        x, weights = self._embed(self.src_embed, src), []
+        for layer in self.encoder_layers:
+            x, w = layer(x, src_mask, return_attention)
+            weights.append(w)
+        memory = self.encoder_norm(x)
+        return (memory, _stack(weights)) if return_attention else memory
+
+    def decode(self, tgt_in, memory, src_mask, return_attention=False):
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) [, dict of (B, L, H, T, *) maps]."""
+        x, self_ws, cross_ws = self._embed(self.tgt_embed, tgt_in), [], []
+        for layer in self.decoder_layers:
+            x, self_w, cross_w = layer(x, memory, src_mask, None, return_attention)
+            self_ws.append(self_w)
+            cross_ws.append(cross_w)
+        logits = self.generator(self.decoder_norm(x))
+        if return_attention:
+            return logits, {"decoder_self": _stack(self_ws), "cross": _stack(cross_ws)}
+        return logits
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
+        """src (B, S), tgt_in (B, T) -> logits (B, T, V) [, {"encoder_self", "decoder_self", "cross"}]."""
+        src_mask = padding_mask(src, self.pad_id)
+        if not return_attention:
+            return self.decode(tgt_in, self.encode(src), src_mask)
+        memory, enc_w = self.encode(src, True)
+        logits, maps = self.decode(tgt_in, memory, src_mask, True)
+        return logits, {"encoder_self": enc_w, **maps}
+
+    def init_state(self, memory: torch.Tensor, src: torch.Tensor) -> TransformerState:
+        """Compute every layer's cross-attention K/V once; the self-attention cache starts empty."""
+        caches = [LayerCache(*layer.cross_attn.project_kv(memory, memory)) for layer in self.decoder_layers]
+        return TransformerState(caches, padding_mask(src, self.pad_id))
+
+    def decode_step(self, tokens: torch.Tensor, state: TransformerState, return_attention: bool = False):
+        """tokens (B,) = the newest target token -> log_probs (B, V), state (updated in place, step + 1)
+        [, {"decoder_self": (B, L, H, 1, t), "cross": (B, L, H, 1, S)}]. One position costs one step."""
+        x = self._embed(self.tgt_embed, tokens[:, None], offset=state.step)
+        self_ws, cross_ws = [], []
+        for layer, cache in zip(self.decoder_layers, state.layers):
+            x, self_w, cross_w = layer(x, None, state.src_mask, cache, return_attention)
+            self_ws.append(self_w)
+            cross_ws.append(cross_w)
+        state.step += 1
+        log_probs = torch.log_softmax(self.generator(self.decoder_norm(x[:, 0])).float(), dim=-1)
+        if return_attention:
+            return log_probs, state, {"decoder_self": _stack(self_ws), "cross": _stack(cross_ws)}
+        return log_probs, state

@@ -1,0 +1,162 @@
+import pytest
+import torch
+from model_helpers import PAD, random_batch, small_model, step_by_step_logprobs
+from torch import nn
+
+from aiayn.model import DecoderLayer, EncoderLayer, ModelConfig, build_model, count_parameters, padding_mask
+
+
+def copy_mha(ours, theirs):
+    theirs.in_proj_weight.data.copy_(ours.in_proj.weight)
+    theirs.in_proj_bias.data.copy_(ours.in_proj.bias)
+    theirs.out_proj.weight.data.copy_(ours.out_proj.weight)
+    theirs.out_proj.bias.data.copy_(ours.out_proj.bias)
+
+
+def copy_common(ours, theirs, norms):
+    theirs.linear1.load_state_dict(ours.ffn.w_1.state_dict())
+    theirs.linear2.load_state_dict(ours.ffn.w_2.state_dict())
+    for our_norm, their_norm in norms:
+        their_norm.load_state_dict(our_norm.state_dict())
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_layer_equals_torch(norm_first):
+    ours = EncoderLayer(16, 4, 32, dropout=0.1, norm_first=norm_first).eval()
+    theirs = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.1, batch_first=True, norm_first=norm_first).eval()
+    copy_mha(ours.self_attn, theirs.self_attn)
+    copy_common(ours, theirs, [(ours.self_attn_norm, theirs.norm1), (ours.ffn_norm, theirs.norm2)])
+    for p in ours.parameters():  # non-default LayerNorm parameters so a swapped norm would show
+        p.data.add_(0.01 * torch.randn_like(p))
+    copy_mha(ours.self_attn, theirs.self_attn)
+    copy_common(ours, theirs, [(ours.self_attn_norm, theirs.norm1), (ours.ffn_norm, theirs.norm2)])
+    x = torch.randn(2, 5, 16)
+    tokens = torch.tensor([[4, 4, 4, 0, 0], [4, 4, 4, 4, 4]])
+    out, _ = ours(x, padding_mask(tokens, 0))
+    with torch.no_grad():  # the slow path, so torch's fast path cannot zero padded rows differently
+        ref = theirs(x, src_key_padding_mask=tokens == 0)
+    torch.testing.assert_close(out[0, :3], ref[0, :3], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out[1], ref[1], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_equals_torch(norm_first):
+    ours = DecoderLayer(16, 4, 32, dropout=0.1, norm_first=norm_first).eval()
+    for p in ours.parameters():
+        p.data.add_(0.01 * torch.randn_like(p))
+    theirs = nn.TransformerDecoderLayer(16, 4, 32, dropout=0.1, batch_first=True, norm_first=norm_first).eval()
+    copy_mha(ours.self_attn, theirs.self_attn)
+    copy_mha(ours.cross_attn, theirs.multihead_attn)
+    copy_common(ours, theirs, [(ours.self_attn_norm, theirs.norm1), (ours.cross_attn_norm, theirs.norm2),
+                               (ours.ffn_norm, theirs.norm3)])
+    x, memory = torch.randn(2, 4, 16), torch.randn(2, 6, 16)
+    src = torch.tensor([[4, 4, 4, 4, 0, 0], [4, 4, 4, 4, 4, 4]])
+    out, _, _ = ours(x, memory, padding_mask(src, 0))
+    ref = theirs(x, memory, tgt_mask=nn.Transformer.generate_square_subsequent_mask(4),
+                 memory_key_padding_mask=src == 0, tgt_is_causal=True)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_no_causal_leak(norm_first):
+    model = small_model(norm_first=norm_first)
+    src, tgt = random_batch()
+    changed = tgt.clone()
+    changed[:, 4:] = (changed[:, 4:] + 5) % 26 + 3
+    with torch.no_grad():
+        a, b = model(src, tgt), model(src, changed)
+    torch.testing.assert_close(a[:, :4], b[:, :4])
+    assert not torch.allclose(a[:, 4:], b[:, 4:])
+
+
+def test_padding_invariance():
+    model = small_model()
+    src, tgt = random_batch(batch=2, src_len=5, tgt_len=4)
+    padded_src = torch.cat([src, torch.full((2, 3), PAD)], dim=1)
+    padded_tgt = torch.cat([tgt, torch.full((2, 2), PAD)], dim=1)
+    with torch.no_grad():
+        a, b = model(src, tgt), model(padded_src, padded_tgt)
+    torch.testing.assert_close(a, b[:, :4], atol=1e-5, rtol=1e-5)
+    # a short sentence batched with a longer one gives the same logits as alone
+    long_src, _ = random_batch(batch=1, src_len=8, seed=3)
+    batch = torch.cat([padded_src[:1], long_src], dim=0)
+    with torch.no_grad():
+        c = model(batch, tgt[:1].expand(2, -1))
+    torch.testing.assert_close(a[:1], c[:1], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_decoding_equals_full_forward(norm_first):
+    model = small_model(norm_first=norm_first)
+    src, tgt = random_batch()
+    src[0, -2:] = PAD
+    with torch.no_grad():
+        full = torch.log_softmax(model(src, tgt), -1)
+        steps, _ = step_by_step_logprobs(model, src, tgt)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+
+
+def test_step_attention_equals_full_attention():
+    model = small_model()
+    src, tgt = random_batch()
+    with torch.no_grad():
+        _, maps = model(src, tgt, return_attention=True)
+        _, steps = step_by_step_logprobs(model, src, tgt, return_attention=True)
+    cross = torch.cat([s["cross"] for s in steps], dim=3)
+    torch.testing.assert_close(cross, maps["cross"], atol=1e-5, rtol=1e-5)
+    last_self = steps[-1]["decoder_self"]  # (B, L, H, 1, T)
+    torch.testing.assert_close(last_self[:, :, :, 0], maps["decoder_self"][:, :, :, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_reorder_picks_the_right_rows():
+    model = small_model()
+    src, tgt = random_batch(batch=3)
+    with torch.no_grad():
+        state = model.init_state(model.encode(src), src)
+        for t in range(3):
+            _, state = model.decode_step(tgt[:, t], state)
+        order = torch.tensor([2, 0, 0, 1])
+        reordered = state.reorder(order)
+        out_reordered, _ = model.decode_step(tgt[order, 3], reordered)
+        out_plain, _ = model.decode_step(tgt[:, 3], state)
+    torch.testing.assert_close(out_reordered, out_plain[order])
+
+
+def test_attention_maps_shapes_and_rows_sum_to_one():
+    model = small_model()
+    src, tgt = random_batch()
+    src[1, -3:] = PAD
+    with torch.no_grad():
+        _, maps = model(src, tgt, return_attention=True)
+    assert maps["encoder_self"].shape == (3, 2, 4, 7, 7)
+    assert maps["decoder_self"].shape == (3, 2, 4, 6, 6)
+    assert maps["cross"].shape == (3, 2, 4, 6, 7)
+    for m in maps.values():
+        torch.testing.assert_close(m.sum(-1), torch.ones(m.shape[:-1]))
+    assert torch.all(maps["cross"][1, ..., -3:] == 0)
+    assert torch.all(maps["decoder_self"].triu(1) == 0)
+
+
+def test_paper_base_has_about_65m_parameters():
+    model = build_model(ModelConfig.preset("paper-base", share_embeddings=True))
+    n = count_parameters(model)
+    print(f"paper-base, shared 37000 vocabulary: {n:,} parameters")
+    assert 60e6 < n < 66e6
+    big = ModelConfig.preset("paper-big")
+    assert (big.d_model, big.d_ff, big.n_heads, big.dropout) == (1024, 4096, 16, 0.3)
+
+
+def test_three_way_tying():
+    model = small_model(share_embeddings=True, src_vocab_size=29)
+    assert model.src_embed.weight is model.tgt_embed.weight is model.generator.weight
+    with pytest.raises(ValueError, match="joint vocabulary"):
+        ModelConfig.preset("tiny", share_embeddings=True, src_vocab_size=3, tgt_vocab_size=4)
+
+
+def test_bad_config_values_are_clear_errors():
+    with pytest.raises(ValueError, match="divisible"):
+        ModelConfig.preset("tiny", n_heads=3)
+    with pytest.raises(ValueError, match="unknown model preset"):
+        ModelConfig.preset("nope")
+    with pytest.raises(ValueError, match="score"):
+        ModelConfig.preset("rnn-luong", score="magic")
