@@ -79,7 +79,7 @@ PRESETS = {
     # small models that train on a 2-core CPU
     "tiny": dict(d_model=64, n_heads=4, d_ff=256, n_encoder_layers=2, n_decoder_layers=2, dropout=0.1),
     "small": dict(d_model=256, n_heads=4, d_ff=1024, n_encoder_layers=3, n_decoder_layers=3, dropout=0.1),
-    "multi30k": dict(d_model=256, n_heads=4, d_ff=1024, n_encoder_layers=4, n_decoder_layers=4, dropout=0.3,
+    "multi30k": dict(d_model=128, n_heads=4, d_ff=512, n_encoder_layers=4, n_decoder_layers=4, dropout=0.3,
                      share_embeddings=True),
     "rnn-luong": dict(arch="rnn", d_model=256, n_encoder_layers=1, n_decoder_layers=1, dropout=0.3,
                       rnn_cell="lstm", rnn_attention="luong", score="general"),

@@ -1,0 +1,117 @@
+"""The `aiayn` command line: argparse subcommands that wire library pieces together (no logic here)."""
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+DEMO_CONFIG = Path(__file__).parent / "configs" / "demo.yaml"
+
+
+def _train_args(sub):
+    p = sub.add_parser("train", help="train a model (no CONFIG: the built-in number-words task)")
+    p.add_argument("config", nargs="?", help="YAML experiment config (see configs/)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set train.max_steps=200 (repeatable)")
+    p.add_argument("--out", required=True, help="output directory (resumes if it holds a checkpoint)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--data-dir", help="local Multi30k directory (else $AIAYN_MULTI30K_DIR, else download)")
+
+
+def _demo_args(sub):
+    p = sub.add_parser("demo", help="train the built-in task end to end, translate held-out examples")
+    p.add_argument("--out", default="runs/demo")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aiayn", description="Attention Is All You Need: train, translate, "
+                                     "evaluate and look inside Transformer and RNN attention models")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _train_args(sub)
+    _demo_args(sub)
+    from aiayn import cli_decode
+
+    cli_decode.add_parsers(sub)
+    return parser
+
+
+def bleu_factory(tokenizer, valid_pairs, cfg):
+    """Dev BLEU by greedy decoding: the callback the trainer calls at validation."""
+    from aiayn.decoding.translate_batch import greedy_translate
+    from aiayn.evaluation import corpus_bleu
+
+    pairs = valid_pairs[: cfg.train.bleu_sentences]
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+
+    def dev_bleu(model) -> float:
+        hyps = greedy_translate(model, tokenizer, sources, cfg.decode)
+        return corpus_bleu(hyps, refs).score
+
+    return dev_bleu
+
+
+def cmd_train(args) -> int:
+    from aiayn.config import load_config
+    from aiayn.training.run import prepare_run
+
+    overrides = list(args.overrides) + ([f"data.data_dir={args.data_dir}"] if args.data_dir else [])
+    cfg = load_config(args.config or DEMO_CONFIG, overrides)
+    trainer = prepare_run(cfg, args.out, bleu_factory, args.device)
+    try:
+        out = trainer.train()
+    except KeyboardInterrupt:
+        print(f"stopped; resume with the same command (checkpoint in {args.out}/checkpoints)")
+        return 130
+    if trainer.dist.is_main:
+        p = trainer.progress
+        print(f"done at step {p.step} (epoch {p.epoch}); best dev BLEU {p.best_bleu:.2f} at step {p.best_step}")
+        print(f"model directories: {out}/best  {out}/average  {out}/checkpoints/")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from aiayn.config import load_config
+    from aiayn.data.synthetic import number_task
+    from aiayn.decoding.translator import Translator
+    from aiayn.training.run import prepare_run
+
+    cfg = load_config(DEMO_CONFIG, args.overrides)
+    print(f"training the built-in task (English number words -> German) into {args.out} ...")
+    prepare_run(cfg, args.out, bleu_factory).train()
+    model_dir = Path(args.out) / "average"
+    model_dir = model_dir if model_dir.exists() else Path(args.out) / "best"
+    translator = Translator.from_pretrained(model_dir)
+    test = number_task(cfg.data.synthetic_train, cfg.data.synthetic_valid, cfg.data.synthetic_valid,
+                       cfg.data.synthetic_seed)["test"][:8]
+    results = translator.translate([s for s, _ in test], beam=cfg.decode.beam)
+    print("\nheld-out examples (never seen in training):")
+    for (src, ref), res in zip(test, results):
+        mark = "ok " if res.text == ref else "ERR"
+        print(f"  [{mark}] {src}\n        -> {res.text}\n           (reference: {ref})")
+    print(f"\nmodel: {model_dir}")
+    print(f"try:   aiayn translate --model {model_dir}")
+    print(f"       aiayn attention --model {model_dir} \"{test[0][0]}\" --out attention.png")
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "demo": cmd_demo}
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from aiayn import cli_decode
+
+    handler = COMMANDS.get(args.command) or cli_decode.COMMANDS[args.command]
+    try:
+        return handler(args) or 0
+    except (ValueError, FileNotFoundError) as err:  # user mistakes carry a message saying what to do
+        print(f"aiayn {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

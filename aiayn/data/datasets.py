@@ -1,0 +1,39 @@
+"""From a DataConfig to sentence pairs and subword examples (the one place data config meets files)."""
+
+import logging
+
+from aiayn.data import multi30k
+from aiayn.data.batching import Example
+from aiayn.data.corpus import read_parallel
+from aiayn.data.synthetic import number_task
+from aiayn.data.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+def load_pairs(data, split: str) -> list[tuple[str, str]]:
+    """split: "train" or "valid" (or, for multi30k, any split name such as "test_2016_flickr")."""
+    if data.dataset == "synthetic":
+        task = number_task(data.synthetic_train, data.synthetic_valid, data.synthetic_valid, data.synthetic_seed)
+        return task["valid" if split == "val" else split]
+    if data.dataset == "multi30k":
+        name = data.valid_split if split == "valid" else split
+        return read_parallel(*multi30k.pair_paths(name, data.src_lang, data.tgt_lang, data.data_dir or None))
+    src, tgt = (data.train_src, data.train_tgt) if split == "train" else (data.valid_src, data.valid_tgt)
+    if not src:
+        raise ValueError(f"data.dataset=files has no {split} files configured (data.{split}_src / _tgt)")
+    return read_parallel(src, tgt)
+
+
+def to_examples(pairs, tokenizer: Tokenizer, max_len: int | None, what: str) -> list[Example]:
+    """Tokenize; pairs longer than max_len subwords are dropped and counted."""
+    srcs = tokenizer.encode([s for s, _ in pairs])
+    tgts = tokenizer.encode([t for _, t in pairs])
+    examples = [Example(s, t) for s, t in zip(srcs, tgts)]
+    if max_len:
+        kept = [e for e in examples if len(e.src) <= max_len and len(e.tgt) <= max_len]
+        if len(kept) < len(examples):
+            log.warning("%s: dropped %d of %d pairs longer than data.max_len=%d subwords", what,
+                        len(examples) - len(kept), len(examples), max_len)
+        examples = kept
+    return examples

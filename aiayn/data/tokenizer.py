@@ -1,0 +1,54 @@
+"""SentencePiece BPE with one joint vocabulary for both languages (saved with the model).
+
+Special ids come from the trained model (pad, unk, bos, eos), never hard-coded elsewhere.
+"""
+
+import io
+import logging
+from pathlib import Path
+
+import sentencepiece as spm
+
+log = logging.getLogger(__name__)
+
+
+class Tokenizer:
+    def __init__(self, model_proto: bytes):
+        self.proto = model_proto
+        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        self.pad_id, self.unk_id = self.sp.pad_id(), self.sp.unk_id()
+        self.bos_id, self.eos_id = self.sp.bos_id(), self.sp.eos_id()
+        self.vocab_size = self.sp.get_piece_size()
+
+    @classmethod
+    def train(cls, sentences: list[str], vocab_size: int, seed: int = 1) -> "Tokenizer":
+        """BPE over the given sentences (both languages of the training split)."""
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_writer=model, model_type="bpe",
+            vocab_size=vocab_size, character_coverage=1.0, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+            hard_vocab_limit=False, num_threads=2, minloglevel=2,
+            input_sentence_size=2_000_000, shuffle_input_sentence=True)
+        tok = cls(model.getvalue())
+        log.info("trained a joint BPE vocabulary of %d pieces", tok.vocab_size)
+        return tok
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Tokenizer":
+        return cls(Path(path).read_bytes())
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_bytes(self.proto)
+
+    def encode(self, sentences: list[str]) -> list[list[int]]:
+        return self.sp.encode(sentences, out_type=int)
+
+    def pieces(self, sentence: str) -> list[str]:
+        return self.sp.encode(sentence, out_type=str)
+
+    def id_to_piece(self, ids: list[int]) -> list[str]:
+        return [self.sp.id_to_piece(i) for i in ids]
+
+    def decode(self, ids: list[int]) -> str:
+        specials = {self.pad_id, self.bos_id, self.eos_id}
+        return self.sp.decode([i for i in ids if i not in specials])

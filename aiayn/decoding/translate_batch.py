@@ -1,0 +1,42 @@
+"""Text in, text out, in length-sorted batches (shared by the dev-BLEU callback and the Translator)."""
+
+import torch
+
+from aiayn.decoding.greedy import greedy_decode
+
+
+def encode_sources(tokenizer, sentences: list[str], max_len: int | None = None) -> list[list[int]]:
+    ids = tokenizer.encode(sentences)
+    if max_len:
+        ids = [s[: max_len - 1] for s in ids]
+    return [s + [tokenizer.eos_id] for s in ids]
+
+
+def pad_batch(sequences: list[list[int]], pad_id: int, device) -> torch.Tensor:
+    longest = max(len(s) for s in sequences)
+    out = torch.full((len(sequences), longest), pad_id, dtype=torch.long)
+    for i, s in enumerate(sequences):
+        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return out.to(device)
+
+
+def length_sorted_batches(lengths: list[int], max_sentences: int) -> list[list[int]]:
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    return [order[i: i + max_sentences] for i in range(0, len(order), max_sentences)]
+
+
+@torch.no_grad()
+def greedy_translate(model, tokenizer, sentences: list[str], decode_cfg, batch_size: int = 128) -> list[str]:
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    sources = encode_sources(tokenizer, sentences, getattr(model, "max_len", None))
+    outputs: list[str] = [""] * len(sentences)
+    for indices in length_sorted_batches([len(s) for s in sources], batch_size):
+        src = pad_batch([sources[i] for i in indices], tokenizer.pad_id, device)
+        hyps, _ = greedy_decode(model, src, tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id,
+                                decode_cfg.max_len_a, decode_cfg.max_len_b)
+        for i, hyp in zip(indices, hyps):
+            outputs[i] = tokenizer.decode(hyp)
+    model.train(was_training)
+    return outputs

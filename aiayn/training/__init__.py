@@ -1,0 +1,1 @@
+"""Training: loss, schedule, checkpoints, the trainer and data parallelism. Never imports decoding."""

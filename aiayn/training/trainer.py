@@ -1,0 +1,279 @@
+"""The training loop of §5: Adam + Noam schedule, label smoothing, token-budget batches, gradient
+accumulation, optional clipping, bf16 autocast, validation, dev BLEU (a callback), best checkpoint,
+early stopping, EMA, averaging of the last checkpoints, exact resume, data parallelism."""
+
+import contextlib
+import json
+import logging
+import math
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from aiayn.data.batching import collate, make_batches
+from aiayn.training import distributed as D
+from aiayn.training.checkpoint import average_checkpoints, save_checkpoint, write_text_atomic
+from aiayn.training.loss import label_smoothed_loss
+from aiayn.training.schedule import noam_scheduler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Progress:
+    step: int = 0
+    epoch: int = 0
+    batch_index: int = 0  # next batch of this epoch's batch list
+    best_bleu: float = -1.0
+    best_valid_loss: float = math.inf
+    best_step: int = 0
+    bad_evals: int = 0
+    stopped_early: bool = False
+
+
+def rng_states() -> dict:
+    states = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+class Trainer:
+    def __init__(self, cfg, model, tokenizer, train_examples, valid_examples, out_dir, bleu_fn=None,
+                 dist_info: D.DistInfo | None = None, device=None):
+        self.cfg, self.tc, self.tokenizer = cfg, cfg.train, tokenizer
+        self.device = torch.device(device or "cpu")
+        self.dist = dist_info or D.DistInfo()
+        self.model = model.to(self.device)
+        self.net = DistributedDataParallel(self.model) if self.dist.enabled else self.model
+        self.train_examples, self.valid_examples = train_examples, valid_examples
+        self.out = Path(out_dir)
+        self.bleu_fn = bleu_fn
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=tuple(self.tc.adam_betas),
+                                          eps=self.tc.adam_eps)  # §5.3
+        self.scheduler = noam_scheduler(self.optimizer, cfg.model.d_model, self.tc.warmup_steps, self.tc.lr_factor)
+        self.progress = Progress()
+        self.ema = None
+        if self.tc.ema_decay > 0:
+            self.ema = {k: v.detach().clone().float() for k, v in self.model.state_dict().items()}
+        self._step_rng = rng_states()
+
+    # ---- persistence -------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "progress": asdict(self.progress), "rng": self._step_rng}
+
+    def resume(self, checkpoint: Path) -> None:
+        from safetensors.torch import load_file, load_model
+
+        from aiayn.training.checkpoint import load_trainer_state
+
+        state = load_trainer_state(checkpoint)
+        load_model(self.model, str(checkpoint / "model.safetensors"))
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.progress = Progress(**state["progress"])
+        if self.ema is not None and (checkpoint / "ema.safetensors").exists():
+            self.ema = load_file(str(checkpoint / "ema.safetensors"))
+        set_rng_states(state["rng"])
+        log.info("resumed from %s at step %d", checkpoint, self.progress.step)
+
+    def save(self) -> Path | None:
+        if not self.dist.is_main:
+            return None
+        ckpt_dir = self.out / "checkpoints"
+        path = ckpt_dir / f"step_{self.progress.step:08d}"
+        save_checkpoint(path, self.model, self.cfg, self.tokenizer, self.state_dict(), self.ema,
+                        {"step": self.progress.step, "epoch": self.progress.epoch})
+        write_text_atomic(self.out / "latest", path.name + "\n")
+        keep = max(self.tc.keep_last, self.tc.average_last)
+        for old in sorted(ckpt_dir.glob("step_*"))[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return path
+
+    # ---- one optimizer step --------------------------------------------------------------------
+    def _group(self) -> list[list[int]] | None:
+        """The micro-batches of the next step (all processes), or None at the end of the epoch."""
+        need = self.tc.accumulate * self.dist.world_size
+        batches = self._batches
+        group = batches[self.progress.batch_index: self.progress.batch_index + need]
+        return group if len(group) == need else None
+
+    def _autocast(self):
+        if not self.tc.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    def train_step(self, group: list[list[int]]) -> tuple[float, float, int]:
+        """Forward/backward over this process's share of the group, then one update. Returns the summed
+        smoothed loss, summed nll and target tokens of the whole group (all processes)."""
+        tok = self.tokenizer
+        total_tokens = sum(len(self.train_examples[i].tgt) + 1 for mb in group for i in mb)
+        mine = group[self.dist.rank:: self.dist.world_size]
+        loss_sum = nll_sum = 0.0
+        for n, indices in enumerate(mine):
+            batch = collate([self.train_examples[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
+            sync = n == len(mine) - 1 or not self.dist.enabled
+            with contextlib.nullcontext() if sync else self.net.no_sync(), self._autocast():
+                logits = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device))
+                loss, nll = label_smoothed_loss(logits, batch.tgt_out.to(self.device), tok.pad_id,
+                                                self.tc.label_smoothing)
+            # normalized by the group's target tokens; DDP averages over processes, hence * world_size
+            (loss * (self.dist.world_size / total_tokens)).backward()
+            loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
+        if self.tc.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self._update_ema()
+        loss_sum, nll_sum = D.all_reduce_sum([loss_sum, nll_sum], self.dist)
+        return loss_sum, nll_sum, total_tokens
+
+    def _update_ema(self):
+        if self.ema is None:
+            return
+        with torch.no_grad():
+            for k, v in self.model.state_dict().items():
+                self.ema[k].mul_(self.tc.ema_decay).add_(v.float(), alpha=1 - self.tc.ema_decay)
+
+    # ---- validation ------------------------------------------------------------------------------
+    @torch.no_grad()
+    def validate(self) -> dict:
+        """Validation loss and perplexity on every process's copy (cheap), dev BLEU on the main one."""
+        self.model.eval()
+        tok, loss_sum, nll_sum, tokens = self.tokenizer, 0.0, 0.0, 0
+        for indices in make_batches(self.valid_examples, self.tc.max_tokens, seed=0, epoch=0):
+            batch = collate([self.valid_examples[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
+            with self._autocast():
+                logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
+            loss, nll = label_smoothed_loss(logits, batch.tgt_out.to(self.device), tok.pad_id,
+                                            self.tc.label_smoothing)
+            loss_sum, nll_sum, tokens = loss_sum + loss.item(), nll_sum + nll.item(), tokens + batch.n_tokens
+        metrics = {"step": self.progress.step, "valid_loss": loss_sum / tokens,
+                   "valid_ppl": math.exp(min(nll_sum / tokens, 50))}
+        want_bleu = self.bleu_fn is not None and (
+            self.tc.bleu_every == 0 or self.progress.step % self.tc.bleu_every == 0)
+        if want_bleu:
+            bleu = self.bleu_fn(self.model) if self.dist.is_main else 0.0
+            metrics["bleu"] = D.broadcast_value(bleu, self.dist)
+        self.model.train()
+        return metrics
+
+    def _after_validation(self, metrics: dict) -> None:
+        """Keep the best checkpoint (by dev BLEU, else by validation loss); count evaluations without
+        improvement for early stopping."""
+        p = self.progress
+        if "bleu" in metrics:
+            better = metrics["bleu"] > p.best_bleu
+        elif self.bleu_fn is None:
+            better = metrics["valid_loss"] < p.best_valid_loss
+        else:
+            return  # a validation without BLEU neither improves nor spends patience
+        if better:
+            p.best_bleu = max(p.best_bleu, metrics.get("bleu", -1.0))
+            p.best_valid_loss = min(p.best_valid_loss, metrics["valid_loss"])
+            p.best_step, p.bad_evals = p.step, 0
+            if self.dist.is_main:
+                save_checkpoint(self.out / "best", self.model, self.cfg, self.tokenizer,
+                                info={"step": p.step, **metrics})
+        else:
+            p.bad_evals += 1
+            if self.tc.patience and p.bad_evals >= self.tc.patience:
+                p.stopped_early = True
+
+    def _log(self, record: dict, bar) -> None:
+        if not self.dist.is_main:
+            return
+        with open(self.out / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if "valid_loss" in record:
+            bleu = f" | dev BLEU {record['bleu']:.2f}" if "bleu" in record else ""
+            bar.write(f"step {record['step']} | valid loss {record['valid_loss']:.3f} | "
+                      f"ppl {record['valid_ppl']:.2f}{bleu}")
+
+    # ---- the loop --------------------------------------------------------------------------------
+    def _next_group(self):
+        p = self.progress
+        while p.epoch < self.tc.max_epochs:
+            if p.batch_index == 0 or not hasattr(self, "_batches") or self._batches_epoch != p.epoch:
+                self._batches = make_batches(self.train_examples, self.tc.max_tokens, self.tc.seed, p.epoch)
+                self._batches_epoch = p.epoch
+            group = self._group()
+            if group is not None:
+                return group
+            p.epoch, p.batch_index = p.epoch + 1, 0
+        return None
+
+    def train(self) -> Path:
+        """Train until max_steps, max_epochs or early stopping; returns the output directory."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.model.train()
+        p, tc = self.progress, self.tc
+        bar = tqdm(total=tc.max_steps, initial=p.step, disable=not self.dist.is_main, dynamic_ncols=True)
+        window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "start": time.perf_counter()}
+        deadline = time.monotonic() + tc.max_minutes * 60 if tc.max_minutes > 0 else math.inf
+        try:
+            while p.step < tc.max_steps and not p.stopped_early and time.monotonic() < deadline:
+                group = self._next_group()
+                if group is None:
+                    break
+                self._step_rng = rng_states()  # what a resume from this step boundary restores
+                loss, nll, tokens = self.train_step(group)
+                p.step, p.batch_index = p.step + 1, p.batch_index + len(group)
+                self._step_rng = rng_states()
+                window["loss"] += loss
+                window["nll"] += nll
+                window["tokens"] += tokens
+                if p.step % tc.log_every == 0 or p.step == tc.max_steps:
+                    self._log_window(window, bar)
+                bar.update(1)
+                if p.step % tc.eval_every == 0:
+                    metrics = self.validate()
+                    self._after_validation(metrics)
+                    self._log(metrics, bar)
+                if p.step % tc.save_every == 0:
+                    self.save()
+        except KeyboardInterrupt:
+            bar.write(f"interrupted: saving a checkpoint at step {p.step}")
+            self.save()
+            raise
+        finally:
+            bar.close()
+        self._finish()
+        return self.out
+
+    def _log_window(self, window: dict, bar) -> None:
+        elapsed = time.perf_counter() - window["start"]
+        record = {"step": self.progress.step, "epoch": self.progress.epoch,
+                  "loss": window["loss"] / max(window["tokens"], 1), "nll": window["nll"] / max(window["tokens"], 1),
+                  "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": window["tokens"] / max(elapsed, 1e-9)}
+        bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+        self._log(record, bar)
+        window.update(loss=0.0, nll=0.0, tokens=0, start=time.perf_counter())
+
+    def _finish(self) -> None:
+        """Final checkpoint, and the average of the last `average_last` checkpoints (§6.1)."""
+        latest = self.out / "checkpoints" / f"step_{self.progress.step:08d}"
+        if self.dist.is_main and not latest.exists():
+            self.save()
+        D.barrier(self.dist)
+        if self.dist.is_main and self.tc.average_last > 1:
+            last = sorted((self.out / "checkpoints").glob("step_*"))[-self.tc.average_last:]
+            if len(last) > 1:
+                average_checkpoints(last, self.out / "average")
+                log.info("averaged %d checkpoints into %s", len(last), self.out / "average")
