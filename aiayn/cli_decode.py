@@ -1,7 +1,174 @@
-"""CLI subcommands that use trained models: translate, evaluate, average, attention, serve."""
+"""CLI subcommands that use trained models: translate, evaluate, average, attention, serve (wiring only)."""
 
-COMMANDS = {}
+import json
+import sys
+from pathlib import Path
 
 
 def add_parsers(sub) -> None:
-    pass
+    p = sub.add_parser("translate", help="translate lines (stdin, interactive, or --input FILE)")
+    p.add_argument("--model", required=True, help="checkpoint or training output directory")
+    p.add_argument("--beam", type=int, default=None, help="beam size (default: the model's config, 4)")
+    p.add_argument("--n-best", type=int, default=1)
+    p.add_argument("--alpha", type=float, default=None, help="length penalty (default 0.6)")
+    p.add_argument("--input", help="file with one sentence per line (default: stdin, line by line)")
+    p.add_argument("--output", help="write translations here (temporary name, then rename)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--device", default="cpu")
+
+    p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU")
+    p.add_argument("--model", required=True)
+    p.add_argument("--src", help="source file (with --ref)")
+    p.add_argument("--ref", help="reference file (raw text)")
+    p.add_argument("--dataset", choices=["multi30k"], help="instead of --src/--ref")
+    p.add_argument("--pair", default="de-en", help="language pair for --dataset, e.g. de-en")
+    p.add_argument("--split", default="test_2016_flickr")
+    p.add_argument("--data-dir", help="local Multi30k directory")
+    p.add_argument("--beam", type=int, default=None)
+    p.add_argument("--alpha", type=float, default=None)
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples for the 95%% CI (0 = off)")
+    p.add_argument("--compare", help="a second model directory: paired significance test against it")
+    p.add_argument("--hyp-out", help="also write the translations to this file")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--device", default="cpu")
+
+    p = sub.add_parser("average", help="average the weights of several checkpoints")
+    p.add_argument("checkpoints", nargs="+", help="checkpoint directories of one model")
+    p.add_argument("--out", required=True)
+
+    p = sub.add_parser("attention", help="attention maps of a sentence as PNG, HTML, NPZ or JSON")
+    p.add_argument("--model", required=True)
+    p.add_argument("sentence")
+    p.add_argument("--target", help="teacher-forced target (default: the model's own beam search output)")
+    p.add_argument("--layer", type=int, help="only this layer (0-based)")
+    p.add_argument("--head", type=int, help="only this head (0-based)")
+    p.add_argument("--kind", default="cross", choices=["cross", "encoder_self", "decoder_self", "all"])
+    p.add_argument("--merge-words", action="store_true", help="merge subwords into words")
+    p.add_argument("--out", required=True, help="file: .png, .html, .npz or .json")
+    p.add_argument("--beam", type=int, default=None)
+
+    p = sub.add_parser("serve", help="web page and JSON API (needs aiayn[web])")
+    p.add_argument("--model", required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+
+
+def write_atomic(path: str, text: str) -> None:
+    from aiayn.training.checkpoint import write_text_atomic
+
+    write_text_atomic(Path(path), text)
+
+
+def cmd_translate(args) -> int:
+    from aiayn.data.corpus import read_lines
+    from aiayn.decoding.translator import Translator
+
+    translator = Translator.from_pretrained(args.model, args.device)
+
+    def render(result):
+        if args.n_best == 1:
+            return result.text
+        return "\n".join(f"{i}\t{score:.4f}\t{text}" for i, (text, score) in enumerate(result.n_best))
+
+    if args.input:
+        lines = read_lines(args.input)
+        results = translator.translate(lines, args.beam, args.n_best, args.alpha, batch_size=args.batch_size)
+        text = "".join(render(r) + "\n" for r in results)
+        if args.output:
+            write_atomic(args.output, text)
+        else:
+            sys.stdout.write(text)
+        return 0
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    for line in sys.stdin:  # interactive: answer each line as it comes
+        result = translator.translate([line.rstrip("\n")], args.beam, args.n_best, args.alpha)[0]
+        out.write(render(result) + "\n")
+        out.flush()
+    return 0
+
+
+def _test_set(args):
+    from aiayn.data import multi30k
+    from aiayn.data.corpus import read_lines, read_parallel
+
+    if args.dataset:
+        src_lang, _, tgt_lang = args.pair.partition("-")
+        pairs = read_parallel(*multi30k.pair_paths(args.split, src_lang, tgt_lang, args.data_dir))
+        return [s for s, _ in pairs], [t for _, t in pairs]
+    if not (args.src and args.ref):
+        raise ValueError("give --src FILE --ref FILE, or --dataset multi30k --pair de-en --split NAME")
+    src, ref = read_lines(args.src), read_lines(args.ref)
+    if len(src) != len(ref):
+        raise ValueError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}; they must be aligned")
+    return src, ref
+
+
+def cmd_evaluate(args) -> int:
+    import time
+
+    from aiayn.decoding.translator import Translator
+    from aiayn.evaluation import as_dicts, compare_systems, evaluate_corpus
+
+    sources, refs = _test_set(args)
+    translator = Translator.from_pretrained(args.model, args.device)
+    start = time.perf_counter()
+    hyps = [r.text for r in translator.translate(sources, args.beam, 1, args.alpha)]
+    seconds = time.perf_counter() - start
+    if args.hyp_out:
+        write_atomic(args.hyp_out, "".join(h + "\n" for h in hyps))
+    scores = evaluate_corpus(hyps, refs, args.bootstrap)
+    report = {"model": str(translator.model_dir), "sentences": len(sources), "seconds": round(seconds, 1),
+              "scores": as_dicts(scores)}
+    if args.compare:
+        other = Translator.from_pretrained(args.compare, args.device)
+        other_hyps = [r.text for r in other.translate(sources, args.beam, 1, args.alpha)]
+        report["compare"] = {"baseline": str(other.model_dir), **compare_systems(other_hyps, hyps, refs)}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{report['model']}: {len(sources)} sentences translated in {seconds:.1f}s")
+    for s in scores:
+        ci = f"  95% CI [{s.ci_low:.2f}, {s.ci_high:.2f}]" if s.ci_low is not None else ""
+        print(f"{s.name:8s} {s.score:6.2f}{ci}  {s.signature}")
+    if args.compare:
+        for metric, r in report["compare"].items():
+            if isinstance(r, dict):
+                print(f"vs {args.compare}: {metric} {r['baseline']:.2f} -> {r['candidate']:.2f}, p = {r['p_value']:.4f}")
+    return 0
+
+
+def cmd_average(args) -> int:
+    from aiayn.training.checkpoint import average_checkpoints
+
+    out = average_checkpoints([Path(p) for p in args.checkpoints], Path(args.out))
+    print(f"averaged {len(args.checkpoints)} checkpoints into {out} (listed in {out}/info.json)")
+    return 0
+
+
+def cmd_attention(args) -> int:
+    from aiayn.decoding.translator import Translator
+    from aiayn.inspect.capture import capture
+    from aiayn.inspect.render import write_maps
+
+    translator = Translator.from_pretrained(args.model)
+    maps = capture(translator, args.sentence, args.target, beam=args.beam, merge_words=args.merge_words)
+    path = write_maps(maps, args.out, kind=args.kind, layer=args.layer, head=args.head)
+    print(f"translation: {maps.translation}\nwrote {path}")
+    return 0
+
+
+def cmd_serve(args) -> int:
+    try:
+        import uvicorn
+
+        from aiayn.web.app import create_app
+    except ImportError as err:
+        raise ValueError(f"aiayn serve needs the web extra: pip install 'aiayn[web]' ({err})") from err
+    from aiayn.decoding.translator import Translator
+
+    uvicorn.run(create_app(Translator.from_pretrained(args.model)), host=args.host, port=args.port)
+    return 0
+
+
+COMMANDS = {"translate": cmd_translate, "evaluate": cmd_evaluate, "average": cmd_average,
+            "attention": cmd_attention, "serve": cmd_serve}

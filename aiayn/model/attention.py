@@ -51,8 +51,16 @@ def scaled_dot_product_attention(
             mask, is_causal = mask & causal, False
         # Let empty rows attend everywhere so the kernel stays finite; their output is zeroed below.
         mask = mask | empty_rows
-    out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                                     is_causal=is_causal)
+    dtype = q.dtype
+    if q.device.type == "cpu" and (dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu")):
+        # torch's CPU flash-attention backward is ~10x slower in bf16 than in fp32 (measured, see
+        # BENCHMARKS.md), so under bf16 autocast on CPU the attention core itself runs in fp32.
+        with torch.autocast("cpu", enabled=False):
+            out = nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask,
+                                                             dropout_p=dropout_p, is_causal=is_causal).to(dtype)
+    else:
+        out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                                         is_causal=is_causal)
     if empty_rows is not None:
         out = out.masked_fill(empty_rows, 0.0)
     return out, None

@@ -1,15 +1,18 @@
 """Label-smoothed cross-entropy (§5.4, eps_ls = 0.1), padding ignored."""
 
 import torch
-from torch import nn
 
 
 def label_smoothed_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int, epsilon: float):
     """logits (B, T, V), tgt_out (B, T) -> (smoothed loss summed over real tokens, nll summed).
-    The caller divides by the number of target tokens. Smoothing spreads epsilon uniformly over V."""
-    flat_logits, flat_target = logits.flatten(0, 1).float(), tgt_out.flatten()
-    loss = nn.functional.cross_entropy(flat_logits, flat_target, ignore_index=pad_id, reduction="sum",
-                                       label_smoothing=epsilon)  # §5.4
-    with torch.no_grad():
-        nll = nn.functional.cross_entropy(flat_logits, flat_target, ignore_index=pad_id, reduction="sum")
-    return loss, nll
+
+    The smoothed target puts 1 - eps on the reference and eps spread uniformly over all V tokens
+    (Szegedy et al. 2016, as torch's cross_entropy(label_smoothing=eps)), so
+    loss = (1 - eps) * nll + eps * mean_v(-log p_v). One log_softmax serves both terms (it is the
+    largest single cost of a small model's step). The caller divides by the number of target tokens."""
+    log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    real = tgt_out != pad_id  # (B, T)
+    nll = -log_probs.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    smooth = -log_probs.mean(dim=-1)  # (B, T)
+    loss = ((1.0 - epsilon) * nll + epsilon * smooth).masked_fill(~real, 0.0).sum()  # §5.4
+    return loss, nll.detach().masked_fill(~real, 0.0).sum()

@@ -1,0 +1,106 @@
+"""Capture the attention maps of one sentence, teacher-forced on a given target or along the model's own
+beam-search output (captured while decoding with the KV cache).
+
+Schema (AttentionMaps; the same fields go to NPZ and JSON):
+  source_tokens        S source subwords (ending in </s>)
+  target_tokens        T output subwords, one per decoder step (ending in </s> when the output ended)
+  target_input_tokens  T decoder inputs (<s> y_1 .. y_{T-1}): the keys of decoder self-attention
+  maps[kind]           float32 (L, H, queries, keys); kinds: encoder_self (L, H, S, S),
+                       decoder_self (L, H, T, T), cross (L, H, T, S). RNN models: cross only, L = H = 1.
+  Every row is a distribution over the keys (sums to 1).
+Subword-to-word merging (merge_words=True): for the KEYS (the attended pieces) the weights of a word's
+pieces are summed, so rows still sum to 1; for the QUERIES (the attending pieces) a word's row is the
+mean of its pieces' rows. A word starts at a piece beginning with "▁" (SentencePiece).
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from aiayn.decoding.translate_batch import encode_sources
+
+
+@dataclass
+class AttentionMaps:
+    source_tokens: list[str]
+    target_tokens: list[str]
+    target_input_tokens: list[str]
+    translation: str
+    arch: str
+    maps: dict[str, np.ndarray] = field(default_factory=dict)
+    merged: bool = False
+
+
+def capture(translator, sentence: str, target: str | None = None, beam: int | None = None,
+            merge_words: bool = False) -> AttentionMaps:
+    if not sentence.strip():
+        raise ValueError("the sentence is empty; give some text to translate")
+    maps = _teacher_forced(translator, sentence, target) if target is not None else \
+        _from_search(translator, sentence, beam)
+    return merge_subwords(maps) if merge_words else maps
+
+
+def _from_search(translator, sentence, beam) -> AttentionMaps:
+    result = translator.translate([sentence], beam=beam, return_attention=True)[0]
+    steps = result.attention["cross"].shape[-2]
+    target = result.tokens + ["</s>"] if steps == len(result.tokens) + 1 else list(result.tokens)
+    return AttentionMaps(result.src_tokens, target, ["<s>"] + target[:-1], result.text, translator.arch,
+                         {k: v.astype(np.float32) for k, v in result.attention.items()})
+
+
+@torch.no_grad()
+def _teacher_forced(translator, sentence, target) -> AttentionMaps:
+    tok, model = translator.tokenizer, translator.model
+    src_ids = encode_sources(tok, [sentence])[0]
+    tgt_ids = tok.encode([target])[0]
+    src = torch.tensor([src_ids], device=translator.device)
+    tgt_in = torch.tensor([[tok.bos_id] + tgt_ids], device=translator.device)
+    _, maps = model(src, tgt_in, return_attention=True)
+    pieces = tok.id_to_piece(tgt_ids)
+    return AttentionMaps(tok.id_to_piece(src_ids), pieces + ["</s>"], ["<s>"] + pieces, target, translator.arch,
+                         {k: v[0].float().cpu().numpy() for k, v in maps.items()})
+
+
+def word_groups(tokens: list[str]) -> tuple[list[str], list[list[int]]]:
+    """Pieces -> (words, piece indices of each word). Special tokens stay words of their own."""
+    words, groups = [], []
+    for i, piece in enumerate(tokens):
+        special = piece in ("<s>", "</s>", "<pad>", "<unk>")
+        if not groups or piece.startswith("▁") or special or words[-1] in ("<s>", "</s>"):
+            words.append(piece.lstrip("▁") if not special else piece)
+            groups.append([i])
+        else:
+            words[-1] += piece
+            groups[-1].append(i)
+    return words, groups
+
+
+def _merge(matrix: np.ndarray, query_groups, key_groups) -> np.ndarray:
+    # (L, H, Q, K): keys summed per word, queries averaged per word
+    keys = np.stack([matrix[..., g].sum(-1) for g in key_groups], axis=-1)
+    return np.stack([keys[..., g, :].mean(-2) for g in query_groups], axis=-2)
+
+
+def merge_subwords(maps: AttentionMaps) -> AttentionMaps:
+    src_words, src_groups = word_groups(maps.source_tokens)
+    tgt_words, tgt_groups = word_groups(maps.target_tokens)
+    in_words, in_groups = word_groups(maps.target_input_tokens)
+    plan = {"encoder_self": (src_groups, src_groups), "decoder_self": (tgt_groups, in_groups),
+            "cross": (tgt_groups, src_groups)}
+    merged = {k: _merge(v, *plan[k]).astype(np.float32) for k, v in maps.maps.items()}
+    return AttentionMaps(src_words, tgt_words, in_words, maps.translation, maps.arch, merged, merged=True)
+
+
+def hard_alignment(maps: AttentionMaps, layer: int | None = None, heads: list[int] | None = None) -> str:
+    """Pharaoh "i-j" pairs (source i, target j, 0-based): each target token (not </s>) aligned to the
+    source token (not </s>) with the largest cross-attention, averaged over the chosen heads of the chosen
+    layer (default: the last layer, all heads)."""
+    cross = maps.maps["cross"]
+    layer = cross.shape[0] - 1 if layer is None else layer
+    if not 0 <= layer < cross.shape[0]:
+        raise ValueError(f"layer {layer} out of range: the model has {cross.shape[0]} layers (0-based)")
+    weights = cross[layer][heads if heads else slice(None)].mean(0)  # (T, S)
+    n_src = len(maps.source_tokens) - (maps.source_tokens[-1] == "</s>")
+    n_tgt = len(maps.target_tokens) - (maps.target_tokens[-1] == "</s>")
+    return " ".join(f"{int(weights[j, :n_src].argmax())}-{j}" for j in range(n_tgt))
