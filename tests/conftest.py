@@ -1,8 +1,41 @@
 import pytest
 import torch
 
+from aiayn.config import load_config
+from aiayn.data.synthetic import number_task
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.model import ModelConfig, build_model
+from aiayn.training.checkpoint import save_checkpoint
+
 
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
     torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    pairs = number_task(2000, 10, 10, seed=1)["train"]
+    return Tokenizer.train([s for p in pairs for s in p], vocab_size=128)
+
+
+def _model_dir(root, tokenizer, preset, **overrides):
+    cfg = load_config(None, [])
+    cfg.model = ModelConfig.preset(preset, src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size,
+                                   pad_id=tokenizer.pad_id, dropout=0.0, **overrides)
+    torch.manual_seed(0)
+    model = build_model(cfg.model)
+    save_checkpoint(root, model, cfg, tokenizer)
+    return root
+
+
+@pytest.fixture(scope="session")
+def transformer_dir(tmp_path_factory, tokenizer):
+    """An untrained tiny Transformer checkpoint: enough for equivalences, not for quality."""
+    return _model_dir(tmp_path_factory.mktemp("transformer") / "model", tokenizer, "tiny")
+
+
+@pytest.fixture(scope="session")
+def rnn_dir(tmp_path_factory, tokenizer):
+    return _model_dir(tmp_path_factory.mktemp("rnn") / "model", tokenizer, "rnn-luong", d_model=32)

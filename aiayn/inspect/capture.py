@@ -30,6 +30,7 @@ class AttentionMaps:
     arch: str
     maps: dict[str, np.ndarray] = field(default_factory=dict)
     merged: bool = False
+    score: float | None = None  # beam-search score of the translation (None when teacher-forced)
 
 
 def capture(translator, sentence: str, target: str | None = None, beam: int | None = None,
@@ -46,7 +47,7 @@ def _from_search(translator, sentence, beam) -> AttentionMaps:
     steps = result.attention["cross"].shape[-2]
     target = result.tokens + ["</s>"] if steps == len(result.tokens) + 1 else list(result.tokens)
     return AttentionMaps(result.src_tokens, target, ["<s>"] + target[:-1], result.text, translator.arch,
-                         {k: v.astype(np.float32) for k, v in result.attention.items()})
+                         {k: v.astype(np.float32) for k, v in result.attention.items()}, score=result.score)
 
 
 @torch.no_grad()
@@ -89,7 +90,7 @@ def merge_subwords(maps: AttentionMaps) -> AttentionMaps:
     plan = {"encoder_self": (src_groups, src_groups), "decoder_self": (tgt_groups, in_groups),
             "cross": (tgt_groups, src_groups)}
     merged = {k: _merge(v, *plan[k]).astype(np.float32) for k, v in maps.maps.items()}
-    return AttentionMaps(src_words, tgt_words, in_words, maps.translation, maps.arch, merged, merged=True)
+    return AttentionMaps(src_words, tgt_words, in_words, maps.translation, maps.arch, merged, True, maps.score)
 
 
 def hard_alignment(maps: AttentionMaps, layer: int | None = None, heads: list[int] | None = None) -> str:

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from aiayn.model.attention import MultiHeadAttention
+from aiayn.model.dropout import dropout
 from aiayn.model.embedding import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, TokenEmbedding
 from aiayn.model.feed_forward import PositionwiseFeedForward
 from aiayn.model.masks import padding_mask
@@ -27,9 +28,9 @@ class _Sublayers(nn.Module):
         """sublayer: (B, T, D) -> ((B, T, D), extra). Returns (new x, extra)."""
         if self.norm_first:
             out, extra = sublayer(norm(x))
-            return x + nn.functional.dropout(out, self.dropout, self.training), extra
+            return x + dropout(out, self.dropout, self.training), extra
         out, extra = sublayer(x)
-        return norm(x + nn.functional.dropout(out, self.dropout, self.training)), extra  # §3.1, §5.4
+        return norm(x + dropout(out, self.dropout, self.training)), extra  # §3.1, §5.4
 
 
 class EncoderLayer(_Sublayers):
@@ -121,7 +122,7 @@ class Transformer(nn.Module):
 
     def _embed(self, embedding, tokens, offset=0):
         x = self.positional(embedding(tokens), offset)  # §3.4 + §3.5
-        return nn.functional.dropout(x, self.dropout, self.training)  # §5.4 P_drop on embeddings
+        return dropout(x, self.dropout, self.training)  # §5.4 P_drop on embeddings
 
     def encode(self, src: torch.Tensor, return_attention: bool = False):
         """src (B, S) -> memory (B, S, D) [, encoder self-attention (B, L, H, S, S)]."""

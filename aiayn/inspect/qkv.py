@@ -1,0 +1,61 @@
+"""One query of one head, step by step (seed 003): scores = q.K^T / sqrt(d_k), weights = softmax(scores),
+output = weights . V. Transformer models only: the RNN score functions are not dot products."""
+
+import math
+
+import torch
+
+from aiayn.model.masks import padding_mask
+
+
+def _layer_input(layer, x):
+    return layer.self_attn_norm(x) if layer.norm_first else x
+
+
+@torch.no_grad()
+def _encoder_qkv(model, src, layer_index):
+    x, src_mask, found = model._embed(model.src_embed, src), padding_mask(src, model.pad_id), None
+    for i, layer in enumerate(model.encoder_layers):
+        if i == layer_index:
+            found = layer.self_attn.project_qkv(_layer_input(layer, x))
+        x, _ = layer(x, src_mask)
+    return found, model.encoder_norm(x)
+
+
+@torch.no_grad()
+def _decoder_qkv(model, memory, src, tgt_in, layer_index, kind):
+    y, src_mask = model._embed(model.tgt_embed, tgt_in), padding_mask(src, model.pad_id)
+    for i, layer in enumerate(model.decoder_layers):
+        if i == layer_index and kind == "decoder_self":
+            return layer.self_attn.project_qkv(_layer_input(layer, y))
+        if i == layer_index:  # cross: the query is the stream after the self-attention sublayer
+            y1, _ = layer.residual(y, layer.self_attn_norm, lambda h: layer._self_attention(h, None, False))
+            h = layer.cross_attn_norm(y1) if layer.norm_first else y1
+            return (layer.cross_attn.project_q(h), *layer.cross_attn.project_kv(memory, memory))
+        y, _, _ = layer(y, memory, src_mask)
+    raise AssertionError("layer index checked by the caller")
+
+
+def attention_step(model, src_ids: list[int], tgt_in_ids: list[int], kind: str, layer: int, head: int,
+                   query: int) -> dict:
+    if not hasattr(model, "encoder_layers"):
+        raise ValueError("the step-by-step view needs a Transformer (RNN scores are not q.K products)")
+    n_layers = len(model.encoder_layers if kind == "encoder_self" else model.decoder_layers)
+    n_heads = model.encoder_layers[0].self_attn.n_heads
+    n_queries = len(src_ids) if kind == "encoder_self" else len(tgt_in_ids)
+    for name, value, limit in (("layer", layer, n_layers), ("head", head, n_heads), ("query", query, n_queries)):
+        if not 0 <= value < limit:
+            raise ValueError(f"{name}={value} out of range [0, {limit})")
+    device = next(model.parameters()).device
+    src = torch.tensor([src_ids], device=device)
+    tgt_in = torch.tensor([tgt_in_ids], device=device)
+    qkv, memory = _encoder_qkv(model, src, layer if kind == "encoder_self" else -1)
+    if kind != "encoder_self":
+        qkv = _decoder_qkv(model, memory, src, tgt_in, layer, kind)
+    q, k, v = (t[0, head].float() for t in qkv)  # (Q, d_head), (K, d_head), (K, d_head)
+    n_keys = query + 1 if kind == "decoder_self" else k.size(0)  # causal: only keys up to the query
+    scores = k[:n_keys] @ q[query] / math.sqrt(q.size(-1))  # §3.2.1 q.K^T / sqrt(d_k)
+    weights = torch.softmax(scores, dim=-1)
+    output = weights @ v[:n_keys]  # weighted sum of V
+    return {"d_k": q.size(-1), "query_vector": q[query].tolist(), "scores": scores.tolist(),
+            "weights": weights.tolist(), "values": v[:n_keys].tolist(), "output": output.tolist()}

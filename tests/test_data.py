@@ -1,0 +1,114 @@
+import gzip
+import http.server
+import logging
+import threading
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from aiayn.data import multi30k
+from aiayn.data.batching import Example, collate, make_batches
+from aiayn.data.corpus import CorpusError, read_parallel
+from aiayn.data.synthetic import english, german, number_task
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+
+
+def write(path, text: bytes):
+    path.write_bytes(text)
+    return path
+
+
+def test_different_line_counts_name_both_files(tmp_path):
+    a, b = write(tmp_path / "a.en", b"one\ntwo\nthree\n"), write(tmp_path / "b.de", b"eins\nzwei\n")
+    with pytest.raises(CorpusError, match=r"a.en has 3 lines but .*b.de has 2.*line 3"):
+        read_parallel(a, b)
+
+
+def test_empty_missing_and_non_utf8_files(tmp_path):
+    good = write(tmp_path / "good.txt", b"x\n")
+    with pytest.raises(CorpusError, match="empty"):
+        read_parallel(write(tmp_path / "empty.txt", b""), good)
+    with pytest.raises(CorpusError, match="not found"):
+        read_parallel(tmp_path / "nope.txt", good)
+    bad = write(tmp_path / "bad.txt", b"fine\nbro\xffken\n")
+    with pytest.raises(CorpusError, match=r"bad.txt:2: bytes that are not UTF-8"):
+        read_parallel(bad, write(tmp_path / "two.txt", b"a\nb\n"))
+
+
+def test_blank_lines_dropped_and_counted_gzip_read(tmp_path, caplog):
+    src = tmp_path / "s.gz"
+    src.write_bytes(gzip.compress(b"a\n\nc\n"))
+    tgt = write(tmp_path / "t.txt", b"A\nB\n\n")
+    with caplog.at_level(logging.WARNING):
+        pairs = read_parallel(src, tgt)
+    assert pairs == [("a", "A")]
+    assert "dropped 2 blank line pair(s) of 3" in caplog.text
+
+
+def test_multi30k_local_directory():
+    src, tgt = multi30k.pair_paths("val", "de", "en", SHARED)
+    pairs = read_parallel(src, tgt)
+    assert len(pairs) == 1014
+    with pytest.raises(multi30k.DatasetError, match="unknown Multi30k split"):
+        multi30k.split_path("dev", "de", SHARED)
+    with pytest.raises(multi30k.DatasetError, match="no test_2017_flickr.de.gz there"):
+        multi30k.split_path("test_2017_flickr", "de", SHARED)
+
+
+@pytest.fixture
+def loopback_server(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_download_verifies_sha256(loopback_server, tmp_path, monkeypatch):
+    root, url = loopback_server
+    monkeypatch.delenv("AIAYN_MULTI30K_DIR", raising=False)
+    for name in ("val.de.gz", "val.en.gz"):
+        (root / name).write_bytes((SHARED / name).read_bytes())
+    cache = tmp_path / "cache"
+    src, tgt = multi30k.pair_paths("val", "de", "en", cache_dir=cache, base_url=url)
+    assert src == cache / "val.de.gz" and len(read_parallel(src, tgt)) == 1014
+    assert not list(cache.glob("*.part"))
+    (root / "test_2016_flickr.de.gz").write_bytes(b"corrupt")
+    with pytest.raises(multi30k.DatasetError, match="does not match the expected"):
+        multi30k.split_path("test_2016_flickr", "de", cache_dir=cache, base_url=url)
+    assert not (cache / "test_2016_flickr.de.gz").exists()
+    with pytest.raises(multi30k.DatasetError, match="could not download.*--data-dir"):
+        multi30k.split_path("train", "fr", cache_dir=cache, base_url=url)
+
+
+def test_synthetic_task_is_deterministic_disjoint_and_reorders():
+    a, b = number_task(500, 50, 50, seed=7), number_task(500, 50, 50, seed=7)
+    assert a == b and a != number_task(500, 50, 50, seed=8)
+    held = {s for s, _ in a["valid"] + a["test"]}
+    assert not held & {s for s, _ in a["train"]}
+    assert english(21) == "twenty one" and german(21) == "ein und zwanzig"  # units before tens
+    assert german(345_021) == "drei hundert fünf und vierzig tausend ein und zwanzig"
+    assert english(345_021) == "three hundred forty five thousand twenty one"
+
+
+def test_tokenizer_ids_come_from_the_model(tokenizer):
+    assert len({tokenizer.pad_id, tokenizer.unk_id, tokenizer.bos_id, tokenizer.eos_id}) == 4
+    ids = tokenizer.encode(["forty five"])[0]
+    assert tokenizer.decode(ids) == "forty five"
+
+
+def test_token_budget_batching():
+    examples = [Example([1] * (i % 17 + 1), [1] * (i % 13 + 1)) for i in range(300)]
+    batches = make_batches(examples, max_tokens=64, seed=3, epoch=0)
+    assert sorted(i for b in batches for i in b) == list(range(300))
+    for b in batches:
+        longest = max(max(len(examples[i].src), len(examples[i].tgt)) + 1 for i in b)
+        assert longest * len(b) <= 64
+    assert batches == make_batches(examples, 64, 3, 0) and batches != make_batches(examples, 64, 3, 1)
+    batch = collate([examples[0], examples[5]], pad_id=0, bos_id=2, eos_id=3)
+    assert batch.tgt_in[0, 0] == 2 and batch.tgt_out[0, 1] == 3 and batch.n_tokens == 2 + 7

@@ -1,0 +1,142 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aiayn.data.batching import Example, collate
+from aiayn.model import ModelConfig, build_model
+from aiayn.training.checkpoint import average_checkpoints, load_checkpoint
+from aiayn.training.loss import label_smoothed_loss
+from aiayn.training.schedule import noam_rate
+
+TINY = ["data.synthetic_train=600", "data.synthetic_valid=20", "data.vocab_size=64", "model.d_model=64",
+        "model.d_ff=128", "train.max_tokens=1024", "train.warmup_steps=10", "train.log_every=1",
+        "train.bleu_sentences=20", "train.num_threads=1", "train.average_last=2", "train.keep_last=3"]
+
+
+def run_train(out, extra=(), wait=True, launcher=()):
+    args = [*launcher] if launcher else [sys.executable, "-m", "aiayn"]
+    cmd = [*args, "train", "--out", str(out)] + [x for s in TINY + list(extra) for x in ("--set", s)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if not wait:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def step_losses(out: Path) -> dict:
+    losses = {}
+    for line in (out / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if "loss" in record:
+            losses[record["step"]] = record["loss"]  # a resumed run rewrites its lost steps; keep the last
+    return losses
+
+
+def test_label_smoothed_loss_equals_torch():
+    logits, target = torch.randn(2, 5, 11), torch.randint(1, 11, (2, 5))
+    target[0, 3:] = 0
+    loss, nll = label_smoothed_loss(logits, target, pad_id=0, epsilon=0.1)
+    ref = torch.nn.functional.cross_entropy(logits.view(-1, 11), target.view(-1), ignore_index=0,
+                                            label_smoothing=0.1, reduction="sum")
+    ref_nll = torch.nn.functional.cross_entropy(logits.view(-1, 11), target.view(-1), ignore_index=0,
+                                                reduction="sum")
+    torch.testing.assert_close(loss, ref)
+    torch.testing.assert_close(nll, ref_nll)
+
+
+def test_noam_schedule_matches_formula():
+    assert noam_rate(4000, 512, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)
+    assert noam_rate(100, 512, 4000) == pytest.approx(512**-0.5 * 100 * 4000**-1.5)
+    assert noam_rate(10000, 512, 4000) == pytest.approx(512**-0.5 * 10000**-0.5)
+    assert noam_rate(4000, 512, 4000) > noam_rate(3999, 512, 4000) and noam_rate(4000, 512, 4000) > noam_rate(4001, 512, 4000)
+
+
+def test_one_batch_overfits():
+    torch.manual_seed(0)
+    model = build_model(ModelConfig.preset("tiny", src_vocab_size=20, tgt_vocab_size=20, dropout=0.0)).train()
+    examples = [Example(torch.randint(4, 20, (6,)).tolist(), torch.randint(4, 20, (5,)).tolist()) for _ in range(8)]
+    batch = collate(examples, pad_id=0, bos_id=2, eos_id=3)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(200):
+        loss, nll = label_smoothed_loss(model(batch.src, batch.tgt_in), batch.tgt_out, 0, 0.0)
+        opt.zero_grad()
+        (loss / batch.n_tokens).backward()
+        opt.step()
+    assert nll.item() / batch.n_tokens < 0.05
+
+
+def test_killed_then_resumed_run_equals_uninterrupted(tmp_path):
+    extra = ["train.max_steps=40", "train.save_every=4", "train.eval_every=8"]
+    run_train(tmp_path / "a", extra)
+    proc = run_train(tmp_path / "b", extra, wait=False)
+    ckpts = tmp_path / "b" / "checkpoints"
+    deadline = time.time() + 120
+    while not (ckpts / "step_00000008").exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = max(int(p.name[5:]) for p in ckpts.glob("step_*"))
+    assert killed_at < 40, "the run finished before it could be killed"
+    run_train(tmp_path / "b", extra)
+    final = "checkpoints/step_00000040/model.safetensors"
+    a, b = load_file(str(tmp_path / "a" / final)), load_file(str(tmp_path / "b" / final))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+    assert step_losses(tmp_path / "a") == step_losses(tmp_path / "b")
+    info = json.loads((tmp_path / "b" / "average" / "info.json").read_text())
+    assert [Path(p).name for p in info["averaged"]] == ["step_00000036", "step_00000040"]
+
+
+def test_ctrl_c_saves_and_exits_cleanly(tmp_path):
+    proc = run_train(tmp_path / "c", ["train.max_steps=100000", "train.save_every=5", "train.eval_every=1000"],
+                     wait=False)
+    deadline = time.time() + 120
+    while not (tmp_path / "c" / "checkpoints" / "step_00000005").exists() and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    assert "interrupted: saving a checkpoint" in output
+    latest = (tmp_path / "c" / "latest").read_text().strip()
+    model, cfg, tokenizer = load_checkpoint(tmp_path / "c" / "checkpoints" / latest)
+    assert int(latest[5:]) >= 5 and cfg.train.max_steps == 100000
+    state = torch.load(tmp_path / "c" / "checkpoints" / latest / "trainer_state.pt", weights_only=True)
+    assert state["progress"]["step"] == int(latest[5:])
+
+
+def test_two_process_gloo_equals_single_process_accumulation(tmp_path):
+    extra = ["train.max_steps=6", "train.save_every=6", "train.eval_every=1000", "model.dropout=0.0",
+             "train.average_last=1"]
+    run_train(tmp_path / "single", extra + ["train.accumulate=2"])
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "aiayn"]
+    run_train(tmp_path / "ddp", extra + ["train.accumulate=1"], launcher=launcher)
+    final = "checkpoints/step_00000006/model.safetensors"
+    a, b = load_file(str(tmp_path / "single" / final)), load_file(str(tmp_path / "ddp" / final))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5)
+    la, lb = step_losses(tmp_path / "single"), step_losses(tmp_path / "ddp")
+    assert la.keys() == lb.keys() and all(abs(la[s] - lb[s]) < 1e-4 for s in la)
+
+
+def test_average_is_the_elementwise_mean(tmp_path, transformer_dir):
+    from aiayn.training.checkpoint import save_checkpoint
+
+    model, cfg, tok = load_checkpoint(transformer_dir)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    save_checkpoint(tmp_path / "plus1", model, cfg, tok)
+    out = average_checkpoints([transformer_dir, tmp_path / "plus1"], tmp_path / "avg")
+    avg, a = load_file(str(out / "model.safetensors")), load_file(str(transformer_dir / "model.safetensors"))
+    for k in a:
+        torch.testing.assert_close(avg[k], a[k] + 0.5)
+    assert len(json.loads((out / "info.json").read_text())["averaged"]) == 2
