@@ -133,7 +133,8 @@ def cmd_evaluate(args) -> int:
     if args.compare:
         for metric, r in report["compare"].items():
             if isinstance(r, dict):
-                print(f"vs {args.compare}: {metric} {r['baseline']:.2f} -> {r['candidate']:.2f}, p = {r['p_value']:.4f}")
+                print(f"vs {args.compare}: {metric} {r['baseline']:.2f} -> {r['candidate']:.2f}, "
+                      f"p = {r['p_value']:.4f}")
     return 0
 
 

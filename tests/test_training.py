@@ -57,7 +57,8 @@ def test_noam_schedule_matches_formula():
     assert noam_rate(4000, 512, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)
     assert noam_rate(100, 512, 4000) == pytest.approx(512**-0.5 * 100 * 4000**-1.5)
     assert noam_rate(10000, 512, 4000) == pytest.approx(512**-0.5 * 10000**-0.5)
-    assert noam_rate(4000, 512, 4000) > noam_rate(3999, 512, 4000) and noam_rate(4000, 512, 4000) > noam_rate(4001, 512, 4000)
+    peak = noam_rate(4000, 512, 4000)
+    assert peak > noam_rate(3999, 512, 4000) and peak > noam_rate(4001, 512, 4000)
 
 
 def test_one_batch_overfits():

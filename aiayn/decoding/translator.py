@@ -84,9 +84,9 @@ class Translator:
         attention = None
         if return_attention:
             attention = self._attention_maps(best, src_row, len(source_ids))
+        n_best = [(tok.decode(h.tokens), h.score) for h in hyps]
         return Translation(text=tok.decode(best.tokens), score=best.score, tokens=tok.id_to_piece(best.tokens),
-                           src_tokens=tok.id_to_piece(source_ids), n_best=[(tok.decode(h.tokens), h.score) for h in hyps],
-                           attention=attention)
+                           src_tokens=tok.id_to_piece(source_ids), n_best=n_best, attention=attention)
 
     def _attention_maps(self, best, src_row, src_len) -> dict:
         """Maps of the best hypothesis: cross and decoder self from the search (cached decoding),

@@ -18,7 +18,8 @@ def page(maps, kinds, layer, head) -> str:
                 blocks.append(_table(f"{kind} — layer {layer_index}, head {head_index}", m[li, hi], queries, keys))
     data = json.dumps({"source": maps.source_tokens, "target": maps.target_tokens})
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>aiayn attention</title>
-<style>body{{font-family:sans-serif;margin:1em}} table{{border-collapse:collapse;margin:0 1em 1.5em 0;display:inline-table}}
+<style>body{{font-family:sans-serif;margin:1em}}
+table{{border-collapse:collapse;margin:0 1em 1.5em 0;display:inline-table}}
 td{{width:22px;height:22px;border:1px solid #eee}} th{{font-weight:normal;font-size:11px;padding:2px}}
 th.k{{writing-mode:vertical-rl;transform:rotate(180deg)}} caption{{font-weight:bold;text-align:left}}</style></head>
 <body><h2>{html.escape(' '.join(maps.source_tokens))} &rarr; {html.escape(maps.translation)}</h2>

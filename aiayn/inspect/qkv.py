@@ -2,6 +2,7 @@
 output = weights . V. Transformer models only: the RNN score functions are not dot products."""
 
 import math
+from functools import partial
 
 import torch
 
@@ -29,7 +30,8 @@ def _decoder_qkv(model, memory, src, tgt_in, layer_index, kind):
         if i == layer_index and kind == "decoder_self":
             return layer.self_attn.project_qkv(_layer_input(layer, y))
         if i == layer_index:  # cross: the query is the stream after the self-attention sublayer
-            y1, _ = layer.residual(y, layer.self_attn_norm, lambda h: layer._self_attention(h, None, False))
+            y1, _ = layer.residual(y, layer.self_attn_norm, partial(layer._self_attention, cache=None,
+                                                                    need_weights=False))
             h = layer.cross_attn_norm(y1) if layer.norm_first else y1
             return (layer.cross_attn.project_q(h), *layer.cross_attn.project_kv(memory, memory))
         y, _, _ = layer(y, memory, src_mask)

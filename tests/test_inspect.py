@@ -1,0 +1,102 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from aiayn.decoding.translator import Translator
+from aiayn.inspect.capture import capture, hard_alignment, merge_subwords, word_groups
+from aiayn.inspect.qkv import attention_step
+from aiayn.inspect.render import write_maps
+
+SENTENCE = "three hundred forty five thousand twenty one"
+
+
+def test_beam_capture_equals_teacher_forced_capture(transformer_dir):
+    t = Translator.from_pretrained(transformer_dir)
+    searched = capture(t, SENTENCE, beam=2)
+    tok = t.tokenizer
+    src = torch.tensor([[tok.sp.piece_to_id(p) for p in searched.source_tokens]])
+    tgt_in = torch.tensor([[tok.sp.piece_to_id(p) for p in searched.target_input_tokens]])
+    assert tgt_in[0, 0] == tok.bos_id
+    with torch.no_grad():
+        _, forced = t.model(src, tgt_in, return_attention=True)
+    forced = {k: v[0].numpy() for k, v in forced.items()}
+    L, H = searched.maps["cross"].shape[:2]
+    assert set(searched.maps) == {"encoder_self", "decoder_self", "cross"}
+    S, T = len(searched.source_tokens), len(searched.target_tokens)
+    assert searched.maps["cross"].shape == (L, H, T, S)
+    assert searched.maps["decoder_self"].shape == (L, H, T, T)
+    assert searched.maps["encoder_self"].shape == (L, H, S, S)
+    for kind in searched.maps:  # cached decoding during the search = one teacher-forced pass
+        np.testing.assert_allclose(searched.maps[kind], forced[kind], atol=1e-5)
+        np.testing.assert_allclose(searched.maps[kind].sum(-1), 1.0, atol=1e-5)
+
+
+def test_merge_words_and_alignment(transformer_dir):
+    t = Translator.from_pretrained(transformer_dir)
+    maps = capture(t, SENTENCE, target="drei hundert fünf und vierzig tausend ein und zwanzig")
+    merged = merge_subwords(maps)
+    assert merged.source_tokens == SENTENCE.split() + ["</s>"]
+    for m in merged.maps.values():
+        np.testing.assert_allclose(m.sum(-1), 1.0, atol=1e-5)
+    words, groups = word_groups(["▁fünf", "und", "▁vier", "zig", "</s>"])
+    assert words == ["fünfund", "vierzig", "</s>"] and groups == [[0, 1], [2, 3], [4]]
+    pairs = hard_alignment(merged, layer=0, heads=[0, 1]).split()
+    assert len(pairs) == len(merged.target_tokens) - 1
+    assert all(0 <= int(p.split("-")[0]) < len(SENTENCE.split()) for p in pairs)
+    with pytest.raises(ValueError, match="layer 9 out of range"):
+        hard_alignment(merged, layer=9)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".html", ".npz", ".json"])
+def test_write_every_format(transformer_dir, tmp_path, suffix):
+    maps = capture(Translator.from_pretrained(transformer_dir), SENTENCE, beam=2)
+    path = write_maps(maps, tmp_path / f"a{suffix}", kind="all")
+    data = path.read_bytes()
+    assert len(data) > 100 and not list(tmp_path.glob(".*tmp*"))
+    if suffix == ".png":
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    if suffix == ".json":
+        body = json.loads(data)
+        assert body["schema_version"] == 1 and np.array(body["maps"]["cross"]).ndim == 4
+    if suffix == ".npz":
+        z = np.load(path)
+        assert json.loads(str(z["meta"]))["source_tokens"] == maps.source_tokens
+        np.testing.assert_allclose(z["cross"], maps.maps["cross"])
+
+
+def test_bad_requests_are_clear(transformer_dir, tmp_path):
+    maps = capture(Translator.from_pretrained(transformer_dir), "nine", beam=1)
+    with pytest.raises(ValueError, match="unknown extension"):
+        write_maps(maps, tmp_path / "a.gif")
+    with pytest.raises(ValueError, match="--head 7 out of range"):
+        write_maps(maps, tmp_path / "a.png", head=7)
+    with pytest.raises(ValueError, match="empty"):
+        capture(Translator.from_pretrained(transformer_dir), "  ")
+
+
+def test_rnn_capture_has_cross_attention_per_step(rnn_dir, tmp_path):
+    maps = capture(Translator.from_pretrained(rnn_dir), SENTENCE, beam=2)
+    assert set(maps.maps) == {"cross"}
+    assert maps.maps["cross"].shape == (1, 1, len(maps.target_tokens), len(maps.source_tokens))
+    np.testing.assert_allclose(maps.maps["cross"].sum(-1), 1.0, atol=1e-5)
+    assert write_maps(maps, tmp_path / "rnn.png").exists()
+    with pytest.raises(ValueError, match="no encoder_self"):
+        write_maps(maps, tmp_path / "rnn2.png", kind="encoder_self")
+
+
+@pytest.mark.parametrize("kind", ["encoder_self", "decoder_self", "cross"])
+def test_step_view_reproduces_the_captured_row(transformer_dir, kind):
+    t = Translator.from_pretrained(transformer_dir)
+    maps = capture(t, SENTENCE, beam=2)
+    tok = t.tokenizer
+    src_ids = [tok.sp.piece_to_id(p) for p in maps.source_tokens]
+    tgt_in = [tok.bos_id] + [tok.sp.piece_to_id(p) for p in maps.target_input_tokens[1:]]
+    query = 1
+    step = attention_step(t.model, src_ids, tgt_in, kind, layer=1, head=2, query=query)
+    row = maps.maps[kind][1, 2, query]
+    np.testing.assert_allclose(step["weights"], row[: len(step["weights"])], atol=1e-5)
+    np.testing.assert_allclose(np.exp(step["scores"]) / np.exp(step["scores"]).sum(), step["weights"], atol=1e-6)
+    expected = np.array(step["weights"]) @ np.array(step["values"])
+    np.testing.assert_allclose(step["output"], expected, atol=1e-5)

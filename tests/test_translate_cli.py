@@ -1,0 +1,89 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from aiayn.cli import main
+from aiayn.decoding.translator import Translator, resolve_model_dir
+from aiayn.evaluation import compare_systems, evaluate_corpus
+
+SENTENCES = ["forty five", "three hundred twenty one", "nine"]
+
+
+def test_translator_from_pretrained_n_best(transformer_dir):
+    t = Translator.from_pretrained(transformer_dir)
+    results = t.translate(SENTENCES, beam=3, n_best=3)
+    assert len(results) == 3
+    for r in results:
+        assert len(r.n_best) == 3 and r.n_best[0] == (r.text, r.score)
+        assert [s for _, s in r.n_best] == sorted((s for _, s in r.n_best), reverse=True)
+        assert r.src_tokens[-1] == "</s>"
+    assert [r.text for r in t.translate(SENTENCES[::-1], beam=3)] == [r.text for r in results][::-1]
+    with pytest.raises(ValueError, match="n_best"):
+        t.translate(SENTENCES, beam=2, n_best=3)
+
+
+def test_resolve_model_dir_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="pass --model"):
+        resolve_model_dir(tmp_path)
+
+
+def test_cli_translate_file_and_stdin(transformer_dir, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(SENTENCES) + "\n")
+    out = tmp_path / "out.txt"
+    assert main(["translate", "--model", str(transformer_dir), "--input", str(src), "--output", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3
+    proc = subprocess.run([sys.executable, "-m", "aiayn", "translate", "--model", str(transformer_dir),
+                           "--n-best", "2"], input="forty five\nnine\n", capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = proc.stdout.splitlines()
+    assert len(rows) == 4 and rows[0].startswith("0\t") and rows[1].startswith("1\t")
+    assert rows[0].split("\t")[2] == lines[0]
+
+
+def test_cli_bad_input_is_a_clear_error(transformer_dir, tmp_path, capsys):
+    assert main(["translate", "--model", str(tmp_path), "--input", "x"]) == 2
+    assert "pass --model" in capsys.readouterr().err
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok\n\xff\n")
+    assert main(["translate", "--model", str(transformer_dir), "--input", str(bad)]) == 2
+    assert "bad.txt:2" in capsys.readouterr().err
+
+
+def test_cli_evaluate_json_has_signature(transformer_dir, tmp_path, capsys):
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(SENTENCES) + "\n")
+    ref.write_text("fünf und vierzig\ndrei hundert ein und zwanzig\nneun\n")
+    args = ["evaluate", "--model", str(transformer_dir), "--src", str(src), "--ref", str(ref), "--bootstrap", "50"]
+    assert main(args + ["--json", "--compare", str(transformer_dir)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    names = [s["name"] for s in report["scores"]]
+    assert names == ["BLEU", "BLEU-lc", "chrF", "TER"]
+    assert report["scores"][0]["signature"].startswith("nrefs:1|case:mixed")
+    assert report["scores"][1]["signature"].startswith("nrefs:1|case:lc")
+    assert main(args) == 0
+    assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in capsys.readouterr().out
+
+
+def test_evaluation_matches_sacrebleu_and_ci_brackets_score():
+    import sacrebleu
+
+    hyps = ["a dog runs in the park", "two men play football", "a woman is cooking", "the cat sleeps"] * 5
+    refs = ["a dog runs through the park", "two men are playing soccer", "a woman cooks", "the cat is asleep"] * 5
+    scores = {s.name: s for s in evaluate_corpus(hyps, refs, bootstrap=200)}
+    assert scores["BLEU"].score == pytest.approx(round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2))
+    assert scores["chrF"].score == pytest.approx(round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2))
+    assert scores["BLEU"].ci_low <= scores["BLEU"].score <= scores["BLEU"].ci_high
+    better = compare_systems(hyps, refs, refs, n_samples=100)
+    assert better["BLEU"]["candidate"] == 100.0 and better["BLEU"]["p_value"] < 0.05
+    with pytest.raises(ValueError, match="aligned"):
+        evaluate_corpus(hyps, refs[:-1])
+
+
+def test_cli_average(transformer_dir, tmp_path, capsys):
+    assert main(["average", str(transformer_dir), str(transformer_dir), "--out", str(tmp_path / "avg")]) == 0
+    assert (tmp_path / "avg" / "model.safetensors").exists()
+    assert json.loads((tmp_path / "avg" / "info.json").read_text())["averaged"]

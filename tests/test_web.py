@@ -1,0 +1,63 @@
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from aiayn.decoding.translator import Translator
+from aiayn.web.app import create_app
+
+
+@pytest.fixture(scope="module")
+def client(transformer_dir):
+    return TestClient(create_app(Translator.from_pretrained(transformer_dir)))
+
+
+def test_health_and_page(client):
+    assert client.get("/api/health").json()["status"] == "ok"
+    page = client.get("/")
+    assert page.status_code == 200 and "<script>" in page.text and "http" not in page.text.split("<script>")[1][:0]
+    assert "cdn" not in page.text.lower()
+
+
+def test_translate_returns_every_map(client):
+    body = client.post("/api/translate", json={"text": "forty five thousand", "beam": 2}).json()
+    S, T = len(body["source_tokens"]), len(body["target_tokens"])
+    cross = np.array(body["maps"]["cross"])
+    assert cross.shape[2:] == (T, S)
+    assert np.array(body["maps"]["encoder_self"]).shape[2:] == (S, S)
+    assert np.array(body["maps"]["decoder_self"]).shape[2:] == (T, T)
+    np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-3)
+    assert isinstance(body["translation"], str) and isinstance(body["score"], float)
+    ids = {"source_ids": body["source_ids"], "target_input_ids": body["target_input_ids"]}
+    step = client.post("/api/step", json={**ids, "kind": "cross", "layer": 1, "head": 0, "query": 0}).json()
+    np.testing.assert_allclose(step["weights"], cross[1, 0, 0], atol=1e-3)
+
+
+@pytest.mark.parametrize("payload", [
+    {"text": "", "beam": 2}, {"text": "x" * 501}, {"text": "nine", "beam": 0}, {"text": "nine", "beam": 99},
+    {"text": "nine", "path": "/etc/passwd"}, {"beam": 2}, {"text": 5},
+])
+def test_bad_requests_get_4xx_json(client, payload):
+    r = client.post("/api/translate", json=payload)
+    assert 400 <= r.status_code < 500 and r.headers["content-type"].startswith("application/json")
+
+
+def test_malformed_and_oversized_bodies(client):
+    r = client.post("/api/translate", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    r = client.post("/api/translate", content=b"x" * 20000, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "error" in r.json()
+    r = client.post("/api/step", json={"source_ids": [99999], "target_input_ids": [2], "kind": "cross",
+                                       "layer": 0, "head": 0, "query": 0})
+    assert r.status_code == 400 and "token ids" in r.json()["error"]
+    r = client.post("/api/step", json={"source_ids": [5, 3], "target_input_ids": [2], "kind": "cross",
+                                       "layer": 9, "head": 0, "query": 0})
+    assert r.status_code == 400 and "layer=9" in r.json()["error"]
+
+
+def test_rnn_model_page_api(rnn_dir):
+    client = TestClient(create_app(Translator.from_pretrained(rnn_dir)))
+    body = client.post("/api/translate", json={"text": "forty five", "beam": 2}).json()
+    assert set(body["maps"]) == {"cross"} and body["arch"] == "rnn"
+    r = client.post("/api/step", json={"source_ids": body["source_ids"], "target_input_ids": body["target_input_ids"],
+                                       "kind": "cross", "layer": 0, "head": 0, "query": 0})
+    assert r.status_code == 400 and "Transformer" in r.json()["error"]
