@@ -136,15 +136,17 @@ class RNNSeq2Seq(nn.Module):
             return log_probs, state, {"cross": alpha[:, None, None, None, :]}
         return log_probs, state
 
-    def forward(self, src, tgt_in, return_attention=False):
-        """Teacher forcing, one decoder step per target position: (B, S), (B, T) -> logits (B, T, V)."""
+    def forward(self, src, tgt_in, return_attention=False, positions=None):
+        """Teacher forcing, one decoder step per target position: (B, S), (B, T) -> logits (B, T, V);
+        with positions (B, T) bool only those logits, (N, V)."""
         state = self.init_state(self.encode(src), src)
         outputs, alphas = [], []
         for t in range(tgt_in.size(1)):
             out, alpha = self.decoder.step(tgt_in[:, t], state)
             outputs.append(out)
             alphas.append(alpha)
-        logits = self.decoder.generator(torch.stack(outputs, dim=1))
+        hidden = torch.stack(outputs, dim=1)  # (B, T, D)
+        logits = self.decoder.generator(hidden if positions is None else hidden[positions])
         if return_attention:
             return logits, {"cross": torch.stack(alphas, dim=1)[:, None, None]}  # (B, 1, 1, T, S)
         return logits

@@ -134,23 +134,28 @@ class Transformer(nn.Module):
         memory = self.encoder_norm(x)
         return (memory, _stack(weights)) if return_attention else memory
 
-    def decode(self, tgt_in, memory, src_mask, return_attention=False):
-        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) [, dict of (B, L, H, T, *) maps]."""
+    def decode(self, tgt_in, memory, src_mask, return_attention=False, positions=None):
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) [, dict of (B, L, H, T, *) maps].
+        positions (B, T) bool: compute logits only there, returned as (N, V) (training skips padding)."""
         x, self_ws, cross_ws = self._embed(self.tgt_embed, tgt_in), [], []
         for layer in self.decoder_layers:
             x, self_w, cross_w = layer(x, memory, src_mask, None, return_attention)
             self_ws.append(self_w)
             cross_ws.append(cross_w)
-        logits = self.generator(self.decoder_norm(x))
+        hidden = self.decoder_norm(x)
+        logits = self.generator(hidden if positions is None else hidden[positions])
         if return_attention:
             return logits, {"decoder_self": _stack(self_ws), "cross": _stack(cross_ws)}
         return logits
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
-        """src (B, S), tgt_in (B, T) -> logits (B, T, V) [, {"encoder_self", "decoder_self", "cross"}]."""
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False,
+                positions: torch.Tensor | None = None):
+        """src (B, S), tgt_in (B, T) -> logits (B, T, V) [, {"encoder_self", "decoder_self", "cross"}].
+        With positions (B, T) bool, only those logits are computed: (N, V). The output projection and
+        softmax over V are the largest cost of a small model's step, and padding needs none."""
         src_mask = padding_mask(src, self.pad_id)
         if not return_attention:
-            return self.decode(tgt_in, self.encode(src), src_mask)
+            return self.decode(tgt_in, self.encode(src), src_mask, positions=positions)
         memory, enc_w = self.encode(src, True)
         logits, maps = self.decode(tgt_in, memory, src_mask, True)
         return logits, {"encoder_self": enc_w, **maps}

@@ -129,10 +129,11 @@ class Trainer:
         for n, indices in enumerate(mine):
             batch = collate([self.train_examples[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
             sync = n == len(mine) - 1 or not self.dist.enabled
+            tgt_out = batch.tgt_out.to(self.device)
+            real = tgt_out != tok.pad_id  # logits only where there is a target token
             with contextlib.nullcontext() if sync else self.net.no_sync(), self._autocast():
-                logits = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device))
-                loss, nll = label_smoothed_loss(logits, batch.tgt_out.to(self.device), tok.pad_id,
-                                                self.tc.label_smoothing)
+                logits = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device), positions=real)
+                loss, nll = label_smoothed_loss(logits, tgt_out[real], tok.pad_id, self.tc.label_smoothing)
             # normalized by the group's target tokens; DDP averages over processes, hence * world_size
             (loss * (self.dist.world_size / total_tokens)).backward()
             loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
