@@ -74,7 +74,7 @@ def train_step(model, opt, batch, bf16):
 def measure(models, batches, bf16, rounds):
     tokens = dict.fromkeys(models, 0)
     seconds = dict.fromkeys(models, 0.0)
-    for name, (model, opt) in models.items():  # warm-up
+    for model, opt in models.values():  # warm-up
         train_step(model, opt, batches[0], bf16)
     for r in range(rounds):
         for name, (model, opt) in models.items():
