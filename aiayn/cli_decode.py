@@ -44,7 +44,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--head", type=int, help="only this head (0-based)")
     p.add_argument("--kind", default="cross", choices=["cross", "encoder_self", "decoder_self", "all"])
     p.add_argument("--merge-words", action="store_true", help="merge subwords into words")
-    p.add_argument("--out", required=True, help="file: .png, .html, .npz or .json")
+    p.add_argument("--out", required=True, help="file: .png (grid), .html (offline page), .npz / .json (data), "
+                   ".align (hard alignment i-j from cross-attention; default last layer, all heads)")
     p.add_argument("--beam", type=int, default=None)
 
     p = sub.add_parser("serve", help="web page and JSON API (needs aiayn[web])")

@@ -49,12 +49,14 @@ def test_merge_words_and_alignment(transformer_dir):
         hard_alignment(merged, layer=9)
 
 
-@pytest.mark.parametrize("suffix", [".png", ".html", ".npz", ".json"])
+@pytest.mark.parametrize("suffix", [".png", ".html", ".npz", ".json", ".align"])
 def test_write_every_format(transformer_dir, tmp_path, suffix):
     maps = capture(Translator.from_pretrained(transformer_dir), SENTENCE, beam=2)
     path = write_maps(maps, tmp_path / f"a{suffix}", kind="all")
     data = path.read_bytes()
-    assert len(data) > 100 and not list(tmp_path.glob(".*tmp*"))
+    assert len(data) > (3 if suffix == ".align" else 100) and not list(tmp_path.glob(".*tmp*"))
+    if suffix == ".align":
+        assert all(len(pair.split("-")) == 2 for pair in data.decode().split())
     if suffix == ".png":
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
     if suffix == ".json":

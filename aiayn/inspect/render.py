@@ -53,6 +53,11 @@ def write_maps(maps: AttentionMaps, out: str | Path, kind: str = "cross", layer:
                head: int | None = None) -> Path:
     out = Path(out)
     suffix = out.suffix.lower()
+    if suffix == ".align":  # hard alignment, Pharaoh "i-j" (source i, target j)
+        from aiayn.inspect.capture import hard_alignment
+
+        line = hard_alignment(maps, layer, None if head is None else [head]) + "\n"
+        return _atomic(out, lambda p: p.write_text(line, encoding="utf-8"))
     if suffix == ".json":
         return _atomic(out, lambda p: p.write_text(json.dumps(to_json_dict(maps)), encoding="utf-8"))
     if suffix == ".npz":
@@ -70,4 +75,4 @@ def write_maps(maps: AttentionMaps, out: str | Path, kind: str = "cross", layer:
         from aiayn.inspect.html import page
 
         return _atomic(out, lambda p: p.write_text(page(maps, kinds, layer, head), encoding="utf-8"))
-    raise ValueError(f"{out}: unknown extension {suffix or '(none)'}; use .png, .html, .npz or .json")
+    raise ValueError(f"{out}: unknown extension {suffix or '(none)'}; use .png, .html, .npz, .json or .align")

@@ -80,8 +80,11 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", use_em
     cfg = load_config_file(path)
     tokenizer = Tokenizer.load(_require(path, "tokenizer.model"))
     model = build_model(cfg.model)
-    weights = "ema.safetensors" if use_ema and (path / "ema.safetensors").exists() else "model.safetensors"
-    load_model(model, str(_require(path, weights)), strict=True)
+    if use_ema and (path / "ema.safetensors").exists():  # a full state dict (tied names included), fp32
+        ema = load_file(str(path / "ema.safetensors"))
+        model.load_state_dict({k: v.to(model.state_dict()[k].dtype) for k, v in ema.items()}, strict=True)
+    else:
+        load_model(model, str(_require(path, "model.safetensors")), strict=True)
     return model.to(device).eval(), cfg, tokenizer
 
 
