@@ -2,11 +2,11 @@ import json
 
 import torch
 from safetensors.torch import load_file
+from test_training import TINY
 
 from aiayn.config import load_config
 from aiayn.training.checkpoint import load_checkpoint
 from aiayn.training.run import prepare_run
-from test_training import TINY
 
 
 def small_config(*extra):
