@@ -1,4 +1,5 @@
-"""Greedy decoding over the model interface (encode, init_state, decode_step)."""
+"""Token-by-token decoding over the model interface (encode, init_state, decode_step): greedy, and the
+loop that sampling shares with it."""
 
 import torch
 
@@ -9,20 +10,18 @@ def max_lengths(src: torch.Tensor, pad_id: int, a: float, b: int) -> torch.Tenso
 
 
 @torch.no_grad()
-def greedy_decode(model, src: torch.Tensor, bos_id: int, eos_id: int, pad_id: int,
-                  max_len_a: float = 1.0, max_len_b: int = 50):
-    """src (B, S) -> (hypotheses: list of token lists without bos/eos, scores: (B,) summed log-probs)."""
+def step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a=1.0, max_len_b=50):
+    """One token per step for every sentence; choose(log_probs (B, V)) -> next tokens (B,).
+    Returns (hypotheses: token lists without bos/eos, scores: (B,) summed log-probs of the chosen tokens)."""
     limits = max_lengths(src, pad_id, max_len_a, max_len_b)
     state = model.init_state(model.encode(src), src)
-    batch = src.size(0)
-    tokens = torch.full((batch,), bos_id, dtype=torch.long, device=src.device)
-    finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    scores = torch.zeros(batch, device=src.device)
-    outputs = []
+    tokens = torch.full((src.size(0),), bos_id, dtype=torch.long, device=src.device)
+    finished = torch.zeros_like(tokens, dtype=torch.bool)
+    scores, outputs = torch.zeros(src.size(0), device=src.device), []
     for t in range(int(limits.max())):
         log_probs, state = model.decode_step(tokens, state)
-        best_score, tokens = log_probs.max(dim=-1)
-        scores += torch.where(finished, 0.0, best_score)
+        tokens = choose(log_probs)
+        scores += torch.where(finished, 0.0, log_probs.gather(1, tokens[:, None]).squeeze(1))
         tokens = torch.where(finished, pad_id, tokens)
         outputs.append(tokens)
         finished |= (tokens == eos_id) | (t + 1 >= limits)
@@ -30,10 +29,11 @@ def greedy_decode(model, src: torch.Tensor, bos_id: int, eos_id: int, pad_id: in
             break
     hyps = []
     for row in torch.stack(outputs, 1).tolist():
-        hyp = []
-        for tok in row:
-            if tok in (eos_id, pad_id):
-                break
-            hyp.append(tok)
-        hyps.append(hyp)
+        hyps.append(row[: next((i for i, x in enumerate(row) if x in (eos_id, pad_id)), len(row))])
     return hyps, scores
+
+
+def greedy_decode(model, src: torch.Tensor, bos_id: int, eos_id: int, pad_id: int,
+                  max_len_a: float = 1.0, max_len_b: int = 50):
+    """src (B, S) -> (hypotheses without bos/eos, summed log-probs (B,)), the argmax at every step."""
+    return step_decode(model, src, bos_id, eos_id, pad_id, lambda lp: lp.argmax(dim=-1), max_len_a, max_len_b)
