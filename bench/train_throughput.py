@@ -25,8 +25,9 @@ PAD, BOS = 0, 2
 class TorchPeer(nn.Module):
     """torch.nn.Transformer wrapped with the same embeddings, positions and tied output as aiayn."""
 
-    def __init__(self, vocab, d_model, heads, layers, d_ff, dropout):
+    def __init__(self, vocab, d_model, heads, layers, d_ff, dropout, select_logits):
         super().__init__()
+        self.select_logits = select_logits  # False: logits at every position, as torch users usually do
         self.embed = nn.Embedding(vocab, d_model)
         self.register_buffer("pe", sinusoid_table(1024, d_model), persistent=False)
         self.core = nn.Transformer(d_model, heads, layers, layers, d_ff, dropout, batch_first=True)
@@ -41,6 +42,8 @@ class TorchPeer(nn.Module):
         causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), dtype=torch.bool)
         h = self.core(self._embed(src), self._embed(tgt_in), tgt_mask=causal, src_key_padding_mask=src == PAD,
                       memory_key_padding_mask=src == PAD, tgt_is_causal=True)
+        if not self.select_logits:
+            return self.out(h)  # (B, T, V); the loss then ignores padding
         return self.out(h[positions])  # logits only at target tokens, as aiayn's trainer does
 
 
@@ -63,7 +66,9 @@ def train_step(model, opt, batch, bf16):
     src, tgt_in, tgt_out = batch
     real = tgt_out != PAD
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        loss, _ = label_smoothed_loss(model(src, tgt_in, positions=real), tgt_out[real], PAD, 0.1)
+        logits = model(src, tgt_in, positions=real)
+        target = tgt_out[real] if logits.dim() == 2 else tgt_out
+        loss, _ = label_smoothed_loss(logits, target, PAD, 0.1)  # padding contributes nothing either way
     n_tokens = int(real.sum())
     (loss / n_tokens).backward()
     opt.step()
@@ -105,20 +110,25 @@ def main():
                                           d_model=args.d_model, n_heads=args.heads, d_ff=args.d_ff,
                                           n_encoder_layers=args.layers, n_decoder_layers=args.layers,
                                           dropout=args.dropout, share_embeddings=True)).train()
-    peer = TorchPeer(args.vocab, args.d_model, args.heads, args.layers, args.d_ff, args.dropout).train()
-    n_ours, n_peer = (sum(p.numel() for p in m.parameters()) for m in (ours, peer))
+    peers = {}
+    for name, select in (("torch (full logits)", False), ("torch (selected logits)", True)):
+        torch.manual_seed(0)
+        peers[name] = TorchPeer(args.vocab, args.d_model, args.heads, args.layers, args.d_ff, args.dropout,
+                                select).train()
+    n_ours, n_peer = (sum(p.numel() for p in m.parameters()) for m in (ours, peers["torch (full logits)"]))
     print(f"d_model {args.d_model}, {args.layers}+{args.layers} layers, d_ff {args.d_ff}, {args.heads} heads, "
           f"vocab {args.vocab}, dropout {args.dropout}, batch {args.batch} x <= {args.max_len} tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")
     print(f"parameters: aiayn {n_ours:,}  torch.nn.Transformer {n_peer:,}")
     models = {name: (m, torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True))
-              for name, m in (("aiayn", ours), ("torch.nn.Transformer", peer))}
+              for name, m in (("aiayn", ours), *peers.items())}
     batches = make_batches(4, args.batch, args.max_len, args.vocab)
     for bf16 in (False, True):
         rate = measure(models, batches, bf16, args.rounds)
         label = "bf16" if bf16 else "fp32"
-        print(f"{label}: aiayn {rate['aiayn']:8.0f} tok/s | torch.nn.Transformer {rate['torch.nn.Transformer']:8.0f} "
-              f"tok/s | ratio {rate['aiayn'] / rate['torch.nn.Transformer']:.2f}x")
+        print(f"{label}: aiayn {rate['aiayn']:7.0f} tok/s")
+        for name in peers:
+            print(f"      {name:24s} {rate[name]:7.0f} tok/s   aiayn / peer = {rate['aiayn'] / rate[name]:.2f}x")
 
 
 if __name__ == "__main__":
