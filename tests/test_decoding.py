@@ -125,3 +125,18 @@ def test_sampling_top_k_one_is_greedy_and_filters():
     assert kept.tolist() == [True, True, False, False]
     with pytest.raises(ValueError, match="temperature"):
         sample_decode(model, src, BOS, EOS, PAD, temperature=0)
+
+
+class EarlyEndModel(ScriptedModel):
+    """Two poor hypotheses end early while a much better one is still live: stopping at the first K
+    finished hypotheses would lose it."""
+
+    SCRIPT = {(): {A: 0.9, EOS: 0.06, B: 0.04}, (A,): {A: 0.9, EOS: 0.06, B: 0.04}, (B,): {EOS: 0.9, A: 0.1},
+              (A, A): {A: 0.9, EOS: 0.1}}
+
+
+def test_beam_keeps_a_better_live_hypothesis():
+    hyps = beam_search(EarlyEndModel(), SRC, BOS, EOS, PAD, beam=2, alpha=0.0, n_best=2)[0]
+    # step 1 finishes [] (0.06), step 2 finishes [a] (0.054): K = 2 finished while "a a" (0.81) is live
+    assert hyps[0].tokens == [A, A, A]
+    assert hyps[0].log_prob == pytest.approx(math.log(0.9 ** 3), abs=1e-6)

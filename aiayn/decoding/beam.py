@@ -2,9 +2,11 @@
 
 Per sentence, K live hypotheses advance one token per step through the KV cache. Of the 2K best
 extensions, EOS-ended ones in the top K become finished hypotheses; the best K others stay live.
-A sentence is done when it has K finished hypotheses or reaches its length limit (a * |src| + b; live
-hypotheses are then finished as they are). Done sentences leave the batch (state.reorder), so a long
-sentence never makes its neighbours slower or different. Scores: sum of log-probs / lp(Y) with
+A sentence is done when no live hypothesis can still beat its K-th best finished one (log-probs only
+fall, so a live hypothesis can at best reach raw / lp(length limit)), or at its length limit
+(a * |src| + b; live hypotheses are then finished as they are). Stopping at the first K finished
+hypotheses instead (as fairseq does) can drop a much better live one: tests/test_decoding.py has such
+a case. Done sentences leave the batch (state.reorder), so a sentence never depends on its neighbours. Scores: sum of log-probs / lp(Y) with
 lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting the EOS token.
 """
 
@@ -72,7 +74,6 @@ def beam_search(model, src, bos_id, eos_id, pad_id, beam=4, alpha=0.6, max_len_a
         if keep is None:
             break
         state = state.reorder(keep)
-        tokens = tokens.index_select(0, keep) if tokens.size(0) != keep.size(0) else tokens
     return [sorted(h, key=lambda h: -h.score)[:n_best] for h in finished]
 
 
@@ -92,7 +93,7 @@ def _advance(search: _Search, log_probs, t, K, eos_id, alpha, finished, return_a
     live_pos = torch.where(live_mask, live_rank, K).argsort(dim=1, stable=True)[:, :K]  # (B', K)
     _collect_finished(search, top_scores, token, row_origin, is_eos, at_limit, live_pos, K, alpha,
                       finished, return_attention)
-    done = torch.tensor([len(finished[i]) >= K for i in search.ids.tolist()], device=origin.device) | at_limit
+    done = _done(search, finished, top_scores, live_pos, K, alpha) | at_limit
     if bool(done.all()):
         return None, None
     keep_sent = (~done).nonzero().squeeze(1)
@@ -109,14 +110,23 @@ def _advance(search: _Search, log_probs, t, K, eos_id, alpha, finished, return_a
     return new_tokens.flatten(), new_rows.flatten()
 
 
+def _done(search, finished, top_scores, live_pos, K, alpha) -> torch.Tensor:
+    """(B',) bool: the sentence has K finished hypotheses and none of its live ones can beat the K-th."""
+    best_live = top_scores.gather(1, live_pos).max(dim=1).values  # raw log-prob, (B',)
+    bound = best_live / length_penalty(search.limits.float(), alpha)  # the best a live one can reach
+    done = []
+    for b, sent in enumerate(search.ids.tolist()):
+        scores = sorted((h.score for h in finished[sent]), reverse=True)
+        done.append(len(scores) >= K and bool(bound[b] <= scores[K - 1]))
+    return torch.tensor(done, dtype=torch.bool, device=top_scores.device)
+
+
 def _collect_finished(search, top_scores, token, row_origin, is_eos, at_limit, live_pos, K, alpha, finished,
                       return_attention):
     """EOS candidates within the top K finish; at the length limit the live ones finish too."""
     length = search.history.size(2) + 1
     history = search.history.reshape(search.history.size(0) * K, search.history.size(2))
     for b, sent in enumerate(search.ids.tolist()):
-        if len(finished[sent]) >= K:
-            continue
         picks = [(j, True) for j in range(K) if is_eos[b, j]]
         if at_limit[b]:
             picks += [(int(j), False) for j in live_pos[b] if torch.isfinite(top_scores[b, j])]
