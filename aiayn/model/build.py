@@ -8,6 +8,7 @@ from torch import nn
 
 from aiayn.model import scores
 from aiayn.model.rnn import BahdanauDecoder, LuongDecoder, RNNEncoder, RNNSeq2Seq
+from aiayn.model.embedding import TokenEmbedding
 from aiayn.model.transformer import Transformer
 
 log = logging.getLogger(__name__)
@@ -120,11 +121,15 @@ def _build_transformer(cfg: ModelConfig) -> Transformer:
 
 
 def xavier_init(model: nn.Module) -> None:
-    """Xavier-uniform for every matrix (as the reference implementations do); vectors keep their init."""
-    seen = set()
+    """Xavier-uniform for every weight matrix; vectors keep their init, and so do token embeddings,
+    which keep N(0, d_model^-0.5) (as fairseq and tensor2tensor do). Why: Xavier on a (V, D) embedding
+    gives std sqrt(2 / (V + D)), ~0.014 for V = 10k, D = 128; times sqrt(d_model) that is ~0.16, so the
+    sinusoids (std ~0.7) drown the token identity and, with tied output weights, the logits start tiny.
+    Measured here: with Xavier embeddings a d_model-128 Multi30k model's cross-attention stayed uniform
+    after 1200 steps (validation perplexity 31)."""
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, (TokenEmbedding, nn.Embedding))}
     for param in model.parameters():
-        if param.dim() > 1 and id(param) not in seen:
-            seen.add(id(param))
+        if param.dim() > 1 and id(param) not in embeddings:
             nn.init.xavier_uniform_(param)
 
 
