@@ -48,6 +48,10 @@ def add_parsers(sub) -> None:
                    ".align (hard alignment i-j from cross-attention; default last layer, all heads)")
     p.add_argument("--beam", type=int, default=None)
 
+    p = sub.add_parser("export", help="convert a Transformer to CTranslate2 (needs aiayn[export])")
+    p.add_argument("--model", required=True)
+    p.add_argument("--out", required=True, help="CTranslate2 model directory to write")
+
     p = sub.add_parser("serve", help="web page and JSON API (needs aiayn[web])")
     p.add_argument("--model", required=True)
     p.add_argument("--host", default="127.0.0.1")
@@ -159,6 +163,13 @@ def cmd_attention(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from aiayn.export import to_ctranslate2
+
+    print(f"wrote {to_ctranslate2(args.model, args.out)} (CTranslate2; source lines need a final </s> piece)")
+    return 0
+
+
 def cmd_serve(args) -> int:
     try:
         import uvicorn
@@ -173,4 +184,4 @@ def cmd_serve(args) -> int:
 
 
 COMMANDS = {"translate": cmd_translate, "evaluate": cmd_evaluate, "average": cmd_average,
-            "attention": cmd_attention, "serve": cmd_serve}
+            "attention": cmd_attention, "export": cmd_export, "serve": cmd_serve}

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from torch import nn
 
 from aiayn.model import scores
-from aiayn.model.rnn import BahdanauDecoder, LuongDecoder, RNNEncoder, RNNSeq2Seq
 from aiayn.model.embedding import TokenEmbedding
+from aiayn.model.rnn import BahdanauDecoder, LuongDecoder, RNNEncoder, RNNSeq2Seq
 from aiayn.model.transformer import Transformer
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,87 @@
+"""Export a trained Transformer to CTranslate2 (optional extra `aiayn[export]`), for fast inference and
+as the decoding-speed peer in bench/. Same weights, same sinusoids, same vocabulary: a test checks that
+CTranslate2's greedy output equals aiayn's."""
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _linear(spec, weight, bias=None):
+    spec.weight = weight.detach().float().numpy()
+    if bias is not None:
+        spec.bias = bias.detach().float().numpy()
+
+
+def _norm(spec, norm):
+    spec.gamma, spec.beta = norm.weight.detach().float().numpy(), norm.bias.detach().float().numpy()
+
+
+def _ffn(spec, layer):
+    _norm(spec.layer_norm, layer.ffn_norm)
+    _linear(spec.linear_0, layer.ffn.w_1.weight, layer.ffn.w_1.bias)
+    _linear(spec.linear_1, layer.ffn.w_2.weight, layer.ffn.w_2.bias)
+
+
+def _self_attention(spec, attn, norm):
+    _norm(spec.layer_norm, norm)
+    _linear(spec.linear[0], attn.in_proj.weight, attn.in_proj.bias)  # fused [W_Q; W_K; W_V]
+    _linear(spec.linear[1], attn.out_proj.weight, attn.out_proj.bias)
+
+
+def _cross_attention(spec, attn, norm):
+    d = attn.d_model
+    _norm(spec.layer_norm, norm)
+    _linear(spec.linear[0], attn.in_proj.weight[:d], attn.in_proj.bias[:d])  # W_Q
+    _linear(spec.linear[1], attn.in_proj.weight[d:], attn.in_proj.bias[d:])  # fused [W_K; W_V]
+    _linear(spec.linear[2], attn.out_proj.weight, attn.out_proj.bias)
+
+
+def build_spec(model, cfg, vocabulary: list[str]):
+    import ctranslate2
+
+    m = cfg.model
+    if m.arch != "transformer" or m.activation != "relu":
+        raise ValueError("CTranslate2 export supports Transformer models with ReLU (arch=transformer)")
+    spec = ctranslate2.specs.TransformerSpec.from_config((m.n_encoder_layers, m.n_decoder_layers), m.n_heads,
+                                                         pre_norm=m.norm_first)
+    positions = model.positional.table if hasattr(model.positional, "table") else model.positional.weight
+    for side, embed in ((spec.encoder, model.src_embed), (spec.decoder, model.tgt_embed)):
+        emb_spec = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings
+        emb_spec.weight = embed.weight.detach().float().numpy()
+        side.scale_embeddings = True  # x sqrt(d_model), §3.4
+        side.position_encodings.encodings = positions.detach().float().numpy()
+    if m.norm_first:
+        _norm(spec.encoder.layer_norm, model.encoder_norm)
+        _norm(spec.decoder.layer_norm, model.decoder_norm)
+    for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
+        _self_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_norm)
+        _ffn(layer_spec.ffn, layer)
+    for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers):
+        _self_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_norm)
+        _cross_attention(layer_spec.attention, layer.cross_attn, layer.cross_attn_norm)
+        _ffn(layer_spec.ffn, layer)
+    _linear(spec.decoder.projection, model.generator.weight)
+    spec.decoder.projection.bias = np.zeros(model.generator.weight.size(0), dtype=np.float32)
+    spec.register_source_vocabulary(vocabulary)
+    spec.register_target_vocabulary(vocabulary)
+    return spec
+
+
+def to_ctranslate2(model_dir: str | Path, out_dir: str | Path) -> Path:
+    """Convert an aiayn checkpoint directory into a CTranslate2 model directory."""
+    try:
+        import ctranslate2
+    except ImportError as err:
+        raise ValueError("export needs CTranslate2: pip install 'aiayn[export]'") from err
+    from aiayn.decoding.translator import resolve_model_dir
+    from aiayn.training.checkpoint import load_checkpoint
+
+    model, cfg, tokenizer = load_checkpoint(resolve_model_dir(model_dir))
+    vocabulary = tokenizer.id_to_piece(list(range(tokenizer.vocab_size)))
+
+    class _Converter(ctranslate2.converters.Converter):
+        def _load(self):
+            return build_spec(model, cfg, vocabulary)
+
+    return Path(_Converter().convert(str(out_dir), force=True))
