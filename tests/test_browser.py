@@ -25,15 +25,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(transformer_dir):
+def serve(model_dir):
     import uvicorn
 
     from aiayn.decoding.translator import Translator
     from aiayn.web.app import create_app
 
     port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(Translator.from_pretrained(transformer_dir)), host="127.0.0.1",
+    srv = uvicorn.Server(uvicorn.Config(create_app(Translator.from_pretrained(model_dir)), host="127.0.0.1",
                                         port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
@@ -45,6 +44,22 @@ def server(transformer_dir):
     thread.join(timeout=10)
 
 
+@pytest.fixture(scope="module")
+def server(transformer_dir):
+    yield from serve(transformer_dir)
+
+
+@pytest.fixture(scope="module")
+def rnn_server(rnn_dir):
+    yield from serve(rnn_dir)
+
+
+def launch(p):
+    return p.chromium.launch(executable_path=CHROMIUM, args=[
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+
+
 def heat_values(page) -> list[str]:
     return page.eval_on_selector_all("#heatmap td.cell", "cells => cells.map(c => c.dataset.value)")
 
@@ -54,9 +69,7 @@ def test_page_translates_and_shows_every_head(server):
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         page.goto(server)
         page.fill("#text", "three hundred forty five thousand twenty one")
@@ -87,3 +100,24 @@ def test_page_translates_and_shows_every_head(server):
         page.screenshot(path=str(ARTIFACTS / "web_page.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "web_page.png").stat().st_size > 1000
+
+
+def test_page_works_with_an_rnn_model(rnn_server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page()
+        page.goto(rnn_server)
+        page.fill("#text", "forty five thousand")
+        page.press("#text", "Enter")
+        page.wait_for_selector("#heatmap td.cell", timeout=30000)
+        assert page.inner_text("#translation").strip()
+        kinds = page.eval_on_selector_all("#kind option", "o => o.map(x => x.value)")
+        assert kinds == ["cross"]
+        queries = page.eval_on_selector_all("#heatmap th.query", "e => e.length")
+        keys = page.eval_on_selector_all("#heatmap th.key", "e => e.length")
+        assert len(heat_values(page)) == queries * keys and keys == 4  # forty five thousand </s>
+        page.click("#heatmap th.query >> nth=0")
+        page.wait_for_function("document.getElementById('step').textContent.includes('Transformer')")
+        browser.close()
