@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from aiayn.decoding.greedy import max_lengths
+from aiayn.decoding.greedy import forbid_specials, max_lengths
 
 
 @dataclass
@@ -69,7 +69,7 @@ def beam_search(model, src, bos_id, eos_id, pad_id, beam=4, alpha=0.6, max_len_a
     for t in range(int(search.limits.max())):
         result = model.decode_step(tokens, state, return_attention) if return_attention else \
             model.decode_step(tokens, state)
-        log_probs, state = result[0], result[1]
+        log_probs, state = forbid_specials(result[0], pad_id, bos_id), result[1]
         if return_attention:
             search.attn.append(result[2])
         tokens, keep = _advance(search, log_probs, t, K, eos_id, alpha, finished, return_attention)

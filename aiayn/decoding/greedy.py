@@ -4,6 +4,12 @@ loop that sampling shares with it."""
 import torch
 
 
+def forbid_specials(log_probs: torch.Tensor, pad_id: int, bos_id: int) -> torch.Tensor:
+    """Padding and <s> are never outputs: their log-probs become -inf (in place). (B, V)"""
+    log_probs[:, [pad_id, bos_id]] = float("-inf")
+    return log_probs
+
+
 def max_lengths(src: torch.Tensor, pad_id: int, a: float, b: int) -> torch.Tensor:
     """Per-sentence output length limit a * |source| + b (§6.1: source length + 50). (B,)"""
     return ((src != pad_id).sum(1).float() * a + b).long().clamp_min(1)
@@ -20,6 +26,7 @@ def step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a=1.0, max_l
     scores, outputs = torch.zeros(src.size(0), device=src.device), []
     for t in range(int(limits.max())):
         log_probs, state = model.decode_step(tokens, state)
+        log_probs = forbid_specials(log_probs, pad_id, bos_id)
         tokens = choose(log_probs)
         scores += torch.where(finished, 0.0, log_probs.gather(1, tokens[:, None]).squeeze(1))
         tokens = torch.where(finished, pad_id, tokens)
