@@ -13,6 +13,7 @@ from aiayn.data.batching import Example, collate, make_batches
 from aiayn.data.corpus import CorpusError, read_parallel
 from aiayn.data.synthetic import english, german, number_task
 
+
 def _find_multi30k() -> Path | None:
     """The Multi30k copy of this workplace: $AIAYN_MULTI30K_DIR, else ../shared/data/multi30k beside the
     checkout, else /work/shared/data/multi30k."""
