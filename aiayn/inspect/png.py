@@ -34,6 +34,6 @@ def draw_png(maps, kinds, layer, head, path) -> None:
                 axes[row + li][hi].axis("off")
         row += m.shape[0]
     fig.suptitle(f"{maps.arch}: {' '.join(maps.source_tokens)}  ->  {maps.translation}", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))  # room for the title
     fig.savefig(path, dpi=100, format="png")
     plt.close(fig)

@@ -1,0 +1,59 @@
+"""Screenshot of the web page for a given model (how docs/img/web_page.png was made).
+
+    python docs/screenshot.py --model runs/demo/average --text "forty five thousand six hundred twenty one" \
+        --kind cross --layer 1 --head 0 --query 2 --out docs/img/web_page.png
+"""
+
+import argparse
+import socket
+import threading
+import time
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True)
+    p.add_argument("--text", required=True)
+    p.add_argument("--kind", default="cross")
+    p.add_argument("--layer", default="mean")
+    p.add_argument("--head", default="mean")
+    p.add_argument("--query", type=int, default=0, help="query row to hover and open step by step")
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+
+    import uvicorn
+    from playwright.sync_api import sync_playwright
+
+    from aiayn.decoding.translator import Translator
+    from aiayn.web.app import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(Translator.from_pretrained(args.model)), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.05)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1100, "height": 800})
+        page.goto(f"http://127.0.0.1:{port}")
+        page.fill("#text", args.text)
+        page.click("#translate")
+        page.wait_for_selector("#heatmap td.cell")
+        page.select_option("#kind", args.kind)
+        page.select_option("#layer", args.layer)
+        page.select_option("#head", args.head)
+        page.hover(f"#heatmap th.query >> nth={args.query}")
+        page.click(f"#heatmap th.query >> nth={args.query}")
+        page.wait_for_selector("#step-table")
+        page.screenshot(path=args.out, full_page=True)
+        browser.close()
+    server.should_exit = True
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
