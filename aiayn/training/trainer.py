@@ -8,6 +8,8 @@ import logging
 import math
 import random
 import shutil
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -72,6 +74,17 @@ class Trainer:
         if self.tc.ema_decay > 0:
             self.ema = {k: v.detach().clone().float() for k, v in self.model.state_dict().items()}
         self._step_rng = rng_states()
+        self._interrupted = False
+
+    def _on_sigint(self, signum, frame):
+        """First Ctrl-C: finish the current step, save, stop. A second one stops at once."""
+        if self._interrupted:
+            raise KeyboardInterrupt
+        self._interrupted = True
+
+    def _stop_requested(self) -> bool:
+        # every process must agree, or the others would wait for it in the next all-reduce
+        return D.all_reduce_sum([float(self._interrupted)], self.dist)[0] > 0
 
     # ---- persistence -------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -229,6 +242,8 @@ class Trainer:
         bar = tqdm(total=tc.max_steps, initial=p.step, disable=not self.dist.is_main, dynamic_ncols=True)
         window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "start": time.perf_counter()}
         deadline = time.monotonic() + tc.max_minutes * 60 if tc.max_minutes > 0 else math.inf
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        previous_handler = signal.signal(signal.SIGINT, self._on_sigint) if in_main_thread else None
         try:
             while p.step < tc.max_steps and not p.stopped_early and time.monotonic() < deadline:
                 group = self._next_group()
@@ -250,12 +265,16 @@ class Trainer:
                     self._log(metrics, bar)
                 if p.step % tc.save_every == 0:
                     self.save()
+                if self._stop_requested():
+                    raise KeyboardInterrupt
         except KeyboardInterrupt:
             bar.write(f"interrupted: saving a checkpoint at step {p.step}")
             self.save()
             raise
         finally:
             bar.close()
+            if in_main_thread:
+                signal.signal(signal.SIGINT, previous_handler)
         self._finish()
         return self.out
 
