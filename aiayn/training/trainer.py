@@ -241,6 +241,7 @@ class Trainer:
         p, tc = self.progress, self.tc
         bar = tqdm(total=tc.max_steps, initial=p.step, disable=not self.dist.is_main, dynamic_ncols=True)
         window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "start": time.perf_counter()}
+        self._started = window["start"]  # wall time of this process (a resumed run counts from its resume)
         deadline = time.monotonic() + tc.max_minutes * 60 if tc.max_minutes > 0 else math.inf
         in_main_thread = threading.current_thread() is threading.main_thread()
         previous_handler = signal.signal(signal.SIGINT, self._on_sigint) if in_main_thread else None
@@ -281,6 +282,7 @@ class Trainer:
     def _log_window(self, window: dict, bar) -> None:
         elapsed = time.perf_counter() - window["start"]
         record = {"step": self.progress.step, "epoch": self.progress.epoch,
+                  "elapsed_s": round(time.perf_counter() - self._started, 1),
                   "loss": window["loss"] / max(window["tokens"], 1), "nll": window["nll"] / max(window["tokens"], 1),
                   "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": window["tokens"] / max(elapsed, 1e-9)}
         bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")

@@ -1,0 +1,57 @@
+"""Evaluate trained runs on Multi30k test_2016_flickr and print the README results table.
+
+    python bench/results_table.py --data-dir ../shared/data/multi30k RUN:PAIR [RUN:PAIR ...]
+    e.g. runs/multi30k_en_de:en-de runs/multi30k_de_en:de-en runs/rnn_luong:de-en
+
+For each run: its averaged model (else best), beam 4, alpha 0.6; sacreBLEU cased and -lc with the 95%
+bootstrap interval, chrF; parameters, training steps and wall time from metrics.jsonl.
+"""
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from aiayn.data import multi30k
+from aiayn.data.corpus import read_parallel
+from aiayn.decoding.translator import Translator
+from aiayn.evaluation import evaluate_corpus
+from aiayn.model import count_parameters
+
+
+def training_steps(run: Path) -> int:
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return max(r["step"] for r in records)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("runs", nargs="+", help="RUN_DIR:PAIR")
+    p.add_argument("--data-dir")
+    p.add_argument("--split", default="test_2016_flickr")
+    p.add_argument("--beam", type=int, default=4)
+    args = p.parse_args()
+    print("| run | params | steps | BLEU | BLEU -lc (95% CI) | chrF | decode s |")
+    print("|---|---|---|---|---|---|---|")
+    for item in args.runs:
+        run, pair = item.rsplit(":", 1)
+        src_lang, _, tgt_lang = pair.partition("-")
+        pairs = read_parallel(*multi30k.pair_paths(args.split, src_lang, tgt_lang, args.data_dir))
+        translator = Translator.from_pretrained(run)
+        start = time.perf_counter()
+        hyps = [r.text for r in translator.translate([s for s, _ in pairs], beam=args.beam)]
+        seconds = time.perf_counter() - start
+        out = Path(run) / f"{args.split}.{tgt_lang}.hyp"
+        out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        scores = {s.name: s for s in evaluate_corpus(hyps, [t for _, t in pairs], bootstrap=1000)}
+        steps = training_steps(Path(run))
+        lc = scores["BLEU-lc"]
+        print(f"| {translator.model_dir} ({pair}) | {count_parameters(translator.model):,} | {steps} | "
+              f"{scores['BLEU'].score:.2f} | {lc.score:.2f} [{lc.ci_low:.2f}, {lc.ci_high:.2f}] | "
+              f"{scores['chrF'].score:.2f} | {seconds:.0f} |", flush=True)
+    print(f"\nsignatures: BLEU {scores['BLEU'].signature}; -lc {scores['BLEU-lc'].signature}; "
+          f"chrF {scores['chrF'].signature}")
+
+
+if __name__ == "__main__":
+    main()
