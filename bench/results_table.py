@@ -19,8 +19,14 @@ from aiayn.evaluation import evaluate_corpus
 from aiayn.model import count_parameters
 
 
-def training_steps(run: Path) -> int:
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+def training_steps(model_dir: Path) -> int:
+    """The step of the weights: info.json of a checkpoint or average, else the run's last logged step."""
+    info = json.loads((model_dir / "info.json").read_text()) if (model_dir / "info.json").exists() else {}
+    if "step" in info:
+        return info["step"]
+    if "averaged" in info:
+        return max(int(Path(p).name.split("_")[1]) for p in info["averaged"])
+    records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
     return max(r["step"] for r in records)
 
 
@@ -44,7 +50,7 @@ def main():
         out = Path(run) / f"{args.split}.{tgt_lang}.hyp"
         out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
         scores = {s.name: s for s in evaluate_corpus(hyps, [t for _, t in pairs], bootstrap=1000)}
-        steps = training_steps(Path(run))
+        steps = training_steps(Path(translator.model_dir))
         lc = scores["BLEU-lc"]
         print(f"| {translator.model_dir} ({pair}) | {count_parameters(translator.model):,} | {steps} | "
               f"{scores['BLEU'].score:.2f} | {lc.score:.2f} [{lc.ci_low:.2f}, {lc.ci_high:.2f}] | "
