@@ -67,7 +67,8 @@ def ct2_run(translator, sources, args, batch_size):
     start = time.perf_counter()
     limit = int(max(map(len, pieces)) * cfg.max_len_a + cfg.max_len_b)
     results = ct.translate_batch(pieces, beam_size=args.beam, max_batch_size=batch_size,
-                                 length_penalty=cfg.length_penalty, max_decoding_length=limit)
+                                 length_penalty=cfg.length_penalty, max_decoding_length=limit,
+                                 suppress_sequences=[["<pad>"], ["<s>"]])  # as aiayn (never outputs them)
     seconds = time.perf_counter() - start
     tokens = sum(len(r.hypotheses[0]) + 1 for r in results)
     print(f"CTranslate2  batch {batch_size:3d}: {len(sources) / seconds:7.1f} sentences/s  "

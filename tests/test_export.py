@@ -15,7 +15,9 @@ def test_ctranslate2_export_decodes_like_aiayn(transformer_dir, tmp_path):
     sentences = ["forty five thousand six hundred twenty one", "nine", "three hundred thousand two"]
     sources = encode_sources(tok, sentences)
     ct = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
-    results = ct.translate_batch([tok.id_to_piece(s) for s in sources], beam_size=1, max_decoding_length=12)
+    # aiayn never outputs <pad> or <s>; CTranslate2 is told the same
+    results = ct.translate_batch([tok.id_to_piece(s) for s in sources], beam_size=1, max_decoding_length=12,
+                                 suppress_sequences=[["<pad>"], ["<s>"]])
     hyps, _ = greedy_decode(t.model, pad_batch(sources, tok.pad_id, "cpu"), tok.bos_id, tok.eos_id, tok.pad_id,
                             max_len_b=12)
     for result, hyp in zip(results, hyps):
