@@ -4,6 +4,7 @@ German says the units before the tens ("twenty one" -> "ein und zwanzig"), so th
 non-monotonic: a good first attention picture. Deterministic by seed; train/valid/test numbers disjoint.
 """
 
+import functools
 import random
 
 EN_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -46,6 +47,7 @@ def _sample_number(rng: random.Random) -> int:
     return rng.randrange(10 ** (digits - 1) if digits > 1 else 0, 10**digits)
 
 
+@functools.lru_cache(maxsize=4)  # train and valid come from one generation; callers must not mutate it
 def number_task(n_train: int, n_valid: int, n_test: int, seed: int = 1234):
     """Returns {"train": [(en, de)...], "valid": [...], "test": [...]}; the three sets share no number."""
     rng = random.Random(seed)

@@ -30,7 +30,7 @@ def greedy_translate(model, tokenizer, sentences: list[str], decode_cfg, batch_s
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    sources = encode_sources(tokenizer, sentences, getattr(model, "max_len", None))
+    sources = encode_sources(tokenizer, sentences)
     outputs: list[str] = [""] * len(sentences)
     for indices in length_sorted_batches([len(s) for s in sources], batch_size):
         src = pad_batch([sources[i] for i in indices], tokenizer.pad_id, device)

@@ -1,7 +1,6 @@
 """A self-contained HTML file (no network) with one heatmap table per layer and head."""
 
 import html
-import json
 
 
 def page(maps, kinds, layer, head) -> str:
@@ -16,7 +15,6 @@ def page(maps, kinds, layer, head) -> str:
         for li, layer_index in enumerate(layers):
             for hi, head_index in enumerate(heads):
                 blocks.append(_table(f"{kind} — layer {layer_index}, head {head_index}", m[li, hi], queries, keys))
-    data = json.dumps({"source": maps.source_tokens, "target": maps.target_tokens})
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>aiayn attention</title>
 <style>body{{font-family:sans-serif;margin:1em}}
 table{{border-collapse:collapse;margin:0 1em 1.5em 0;display:inline-table}}
@@ -24,7 +22,7 @@ td{{width:22px;height:22px;border:1px solid #eee}} th{{font-weight:normal;font-s
 th.k{{writing-mode:vertical-rl;transform:rotate(180deg)}} caption{{font-weight:bold;text-align:left}}</style></head>
 <body><h2>{html.escape(' '.join(maps.source_tokens))} &rarr; {html.escape(maps.translation)}</h2>
 <p>Rows: queries (who attends). Columns: keys (attended to). Hover a cell for its weight.</p>
-{''.join(blocks)}<script>const tokens = {data};</script></body></html>"""
+{''.join(blocks)}</body></html>"""
 
 
 def _table(title, matrix, queries, keys) -> str:

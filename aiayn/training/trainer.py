@@ -75,6 +75,8 @@ class Trainer:
             self.ema = {k: v.detach().clone().float() for k, v in self.model.state_dict().items()}
         self._step_rng = rng_states()
         self._interrupted = False
+        self._batches, self._batches_epoch = [], None  # this epoch's batch list, built once per epoch
+        self._valid_batches = make_batches(valid_examples, self.tc.max_tokens, seed=0, epoch=0)
 
     def _on_sigint(self, signum, frame):
         """First Ctrl-C: finish the current step, save, stop. A second one stops at once."""
@@ -123,8 +125,7 @@ class Trainer:
     def _group(self) -> list[list[int]] | None:
         """The micro-batches of the next step (all processes), or None at the end of the epoch."""
         need = self.tc.accumulate * self.dist.world_size
-        batches = self._batches
-        group = batches[self.progress.batch_index: self.progress.batch_index + need]
+        group = self._batches[self.progress.batch_index: self.progress.batch_index + need]
         return group if len(group) == need else None
 
     def _autocast(self):
@@ -172,7 +173,7 @@ class Trainer:
         """Validation loss and perplexity on every process's copy (cheap), dev BLEU on the main one."""
         self.model.eval()
         tok, loss_sum, nll_sum, tokens = self.tokenizer, 0.0, 0.0, 0
-        for indices in make_batches(self.valid_examples, self.tc.max_tokens, seed=0, epoch=0):
+        for indices in self._valid_batches:
             batch = collate([self.valid_examples[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
             with self._autocast():
                 logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
@@ -225,7 +226,7 @@ class Trainer:
     def _next_group(self):
         p = self.progress
         while p.epoch < self.tc.max_epochs:
-            if p.batch_index == 0 or not hasattr(self, "_batches") or self._batches_epoch != p.epoch:
+            if self._batches_epoch != p.epoch:
                 self._batches = make_batches(self.train_examples, self.tc.max_tokens, self.tc.seed, p.epoch)
                 self._batches_epoch = p.epoch
             group = self._group()
