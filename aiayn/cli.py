@@ -2,8 +2,11 @@
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
+
+from aiayn import __version__
 
 DEMO_CONFIG = Path(__file__).parent / "configs" / "demo.yaml"
 
@@ -27,8 +30,11 @@ def _demo_args(sub):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aiayn", description="Attention Is All You Need: train, translate, "
                                      "evaluate and look inside Transformer and RNN attention models")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details (default: off)")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error (also: AIAYN_DEBUG=1)")
+    parser.add_argument("--version", action="version", version=f"aiayn {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _train_args(sub)
     _demo_args(sub)
     from aiayn import cli_decode
@@ -52,22 +58,38 @@ def bleu_factory(tokenizer, valid_pairs, cfg):
     return dev_bleu
 
 
+def _existing(out: Path, names) -> str:
+    return "  ".join(f"{out / n}" for n in names if (out / n).exists())
+
+
 def cmd_train(args) -> int:
+    import signal
+
     from aiayn.config import load_config
     from aiayn.training.run import prepare_run
 
     overrides = list(args.overrides) + ([f"data.data_dir={args.data_dir}"] if args.data_dir else [])
     cfg = load_config(args.config or DEMO_CONFIG, overrides)
     trainer = prepare_run(cfg, args.out, bleu_factory, args.device)
+    main_process = trainer.dist.is_main
+    if main_process and trainer.resumed_from is not None:
+        print(f"resuming from {trainer.resumed_from} (step {trainer.progress.step})")
     try:
         out = trainer.train()
     except KeyboardInterrupt:
-        print(f"stopped; resume with the same command (checkpoint in {args.out}/checkpoints)")
+        print(f"stopped at once (second signal); resume with the same command (checkpoint in {args.out}/checkpoints)")
         return 130
-    if trainer.dist.is_main:
-        p = trainer.progress
-        print(f"done at step {p.step} (epoch {p.epoch}); best dev BLEU {p.best_bleu:.2f} at step {p.best_step}")
-        print(f"model directories: {out}/best  {out}/average  {out}/checkpoints/")
+    if not main_process:
+        return 0
+    p = trainer.progress
+    print(f"stopped at step {p.step} (epoch {p.epoch}): {trainer.stop_reason}")
+    if trainer.stopped_by_signal:
+        print(f"resume with the same command (checkpoint in {args.out}/checkpoints)")
+        return 128 + int(getattr(signal, trainer.stopped_by_signal, signal.SIGINT))
+    if p.best_step:
+        print(f"best dev BLEU {p.best_bleu:.2f} at step {p.best_step}" if p.best_bleu >= 0 else
+              f"best validation loss {p.best_valid_loss:.3f} at step {p.best_step}")
+    print(f"model directories: {_existing(out, ('average', 'best', 'checkpoints'))}")
     return 0
 
 
@@ -99,17 +121,42 @@ def cmd_demo(args) -> int:
 COMMANDS = {"train": cmd_train, "demo": cmd_demo}
 
 
+def _user_message(err: BaseException) -> str | None:
+    """One line for the known families of user mistakes; None for anything else, which is a bug and
+    keeps its traceback."""
+    from aiayn.errors import AiaynError
+
+    if isinstance(err, AiaynError):
+        return str(err)
+    if isinstance(err, OSError) and err.filename:
+        return f"{err.filename}: {err.strerror or err}; check the path and its permissions"
+    return None
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     from aiayn import cli_decode
 
     handler = COMMANDS.get(args.command) or cli_decode.COMMANDS[args.command]
+    debug = args.debug or os.environ.get("AIAYN_DEBUG", "") not in ("", "0")
     try:
         return handler(args) or 0
-    except (ValueError, FileNotFoundError) as err:  # user mistakes carry a message saying what to do
-        print(f"aiayn {args.command}: error: {err}", file=sys.stderr)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"aiayn {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        message = _user_message(err)
+        if message is None or debug:
+            raise
+        print(f"aiayn {args.command}: error: {message}", file=sys.stderr)
         return 2
 
 

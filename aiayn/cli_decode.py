@@ -34,7 +34,8 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("average", help="average the weights of several checkpoints")
     p.add_argument("checkpoints", nargs="+", help="checkpoint directories of one model")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="new or empty directory for the averaged checkpoint")
+    p.add_argument("--force", action="store_true", help="replace an earlier average at --out (default: refuse)")
 
     p = sub.add_parser("attention", help="attention maps of a sentence as PNG, HTML, NPZ or JSON")
     p.add_argument("--model", required=True)
@@ -50,7 +51,8 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("export", help="convert a Transformer to CTranslate2 (needs aiayn[export])")
     p.add_argument("--model", required=True)
-    p.add_argument("--out", required=True, help="CTranslate2 model directory to write")
+    p.add_argument("--out", required=True, help="new or empty directory for the CTranslate2 model")
+    p.add_argument("--force", action="store_true", help="replace an earlier export at --out (default: refuse)")
 
     p = sub.add_parser("serve", help="web page and JSON API (needs aiayn[web])")
     p.add_argument("--model", required=True)
@@ -58,37 +60,59 @@ def add_parsers(sub) -> None:
     p.add_argument("--port", type=int, default=8000)
 
 
-def write_atomic(path: str, text: str) -> None:
-    from aiayn.training.checkpoint import write_text_atomic
+def write_atomic(path: str, text: str, inputs=()) -> None:
+    from aiayn.checkpoint import write_text_atomic
+    from aiayn.errors import OutputError
 
+    for source in inputs:
+        if source and Path(source).exists() and Path(path).resolve() == Path(source).resolve():
+            raise OutputError(f"{path} is also an input; write the output to another file")
     write_text_atomic(Path(path), text)
+
+
+def _render(result, n_best: int) -> str:
+    if n_best == 1:
+        return result.text
+    return "\n".join(f"{i}\t{score:.4f}\t{text}" for i, (text, score) in enumerate(result.n_best))
+
+
+def _warn_truncated(results, where: str) -> None:
+    for number, result in enumerate(results, start=1):
+        if result.truncated:
+            print(f"warning: {where}:{number}: longer than the model's maximum source length; "
+                  f"translated only its beginning", file=sys.stderr)
 
 
 def cmd_translate(args) -> int:
     from aiayn.data.corpus import read_lines
-    from aiayn.decoding.translator import Translator
+    from aiayn.decoding.translator import Translator, check_options
+    from aiayn.device import resolve_device
 
-    translator = Translator.from_pretrained(args.model, args.device)
-
-    def render(result):
-        if args.n_best == 1:
-            return result.text
-        return "\n".join(f"{i}\t{score:.4f}\t{text}" for i, (text, score) in enumerate(result.n_best))
-
-    if args.input:
-        lines = read_lines(args.input)
-        results = translator.translate(lines, args.beam, args.n_best, args.alpha, batch_size=args.batch_size)
-        text = "".join(render(r) + "\n" for r in results)
+    translator = Translator.from_pretrained(args.model, resolve_device(args.device))
+    beam = translator.decode_cfg.beam if args.beam is None else args.beam
+    alpha = translator.decode_cfg.length_penalty if args.alpha is None else args.alpha
+    check_options(beam, args.n_best, alpha, args.batch_size)  # before reading any input
+    options = dict(beam=args.beam, n_best=args.n_best, alpha=args.alpha)
+    if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
+        lines = read_lines(args.input) if args.input else [line.rstrip("\n") for line in sys.stdin]
+        results = translator.translate(lines, batch_size=args.batch_size, **options) if lines else []
+        _warn_truncated(results, args.input or "<stdin>")
+        text = "".join(_render(r, args.n_best) + "\n" for r in results)
         if args.output:
-            write_atomic(args.output, text)
+            write_atomic(args.output, text, inputs=[args.input])
         else:
             sys.stdout.write(text)
         return 0
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    for line in sys.stdin:  # interactive: answer each line as it comes
-        result = translator.translate([line.rstrip("\n")], args.beam, args.n_best, args.alpha)[0]
-        out.write(render(result) + "\n")
-        out.flush()
+    if sys.stdin.isatty():
+        print(f"model {translator.model_dir} loaded; type a sentence and press Enter "
+              f"(Ctrl-D to end)", file=sys.stderr)
+    try:
+        for number, line in enumerate(sys.stdin, start=1):  # interactive: answer each line as it comes
+            result = translator.translate([line.rstrip("\n")], **options)[0]
+            _warn_truncated([result], f"<stdin> line {number}")
+            print(_render(result, args.n_best), flush=True)
+    except KeyboardInterrupt:
+        print("", file=sys.stderr)
     return 0
 
 
@@ -120,7 +144,7 @@ def cmd_evaluate(args) -> int:
     hyps = [r.text for r in translator.translate(sources, args.beam, 1, args.alpha)]
     seconds = time.perf_counter() - start
     if args.hyp_out:
-        write_atomic(args.hyp_out, "".join(h + "\n" for h in hyps))
+        write_atomic(args.hyp_out, "".join(h + "\n" for h in hyps), inputs=[args.src, args.ref])
     scores = evaluate_corpus(hyps, refs, args.bootstrap)
     report = {"model": str(translator.model_dir), "sentences": len(sources), "seconds": round(seconds, 1),
               "scores": as_dicts(scores)}
@@ -144,9 +168,9 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_average(args) -> int:
-    from aiayn.training.checkpoint import average_checkpoints
+    from aiayn.checkpoint import average_checkpoints
 
-    out = average_checkpoints([Path(p) for p in args.checkpoints], Path(args.out))
+    out = average_checkpoints([Path(p) for p in args.checkpoints], Path(args.out), force=args.force)
     print(f"averaged {len(args.checkpoints)} checkpoints into {out} (listed in {out}/info.json)")
     return 0
 
@@ -166,7 +190,8 @@ def cmd_attention(args) -> int:
 def cmd_export(args) -> int:
     from aiayn.export import to_ctranslate2
 
-    print(f"wrote {to_ctranslate2(args.model, args.out)} (CTranslate2; source lines need a final </s> piece)")
+    out = to_ctranslate2(args.model, args.out, force=args.force)
+    print(f"wrote {out} (CTranslate2; source lines need a final </s> piece)")
     return 0
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import yaml
 
+from aiayn.errors import AiaynError
 from aiayn.model.build import ModelConfig
 
 
-class ConfigError(ValueError):
+class ConfigError(AiaynError):
     """A user mistake in a config file or override."""
 
 
@@ -169,8 +170,9 @@ def to_dict(cfg) -> dict:
     return {k: (to_dict(v) if dataclasses.is_dataclass(v) else plain(v)) for k, v in vars(cfg).items()}
 
 
-def save_config(cfg: ExperimentConfig, path: Path) -> None:
-    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
+def config_yaml(cfg: ExperimentConfig) -> str:
+    """The config as YAML text (written to disk by aiayn.checkpoint's atomic helpers)."""
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
 
 
 def config_from_dict(values: dict, source: str = "config") -> ExperimentConfig:

@@ -2,9 +2,12 @@
 as the decoding-speed peer in bench/. Same weights, same sinusoids, same vocabulary: a test checks that
 CTranslate2's greedy output equals aiayn's."""
 
+import json
 from pathlib import Path
 
 import numpy as np
+
+from aiayn.errors import AiaynError
 
 
 def _linear(spec, weight, bias=None):
@@ -42,7 +45,7 @@ def build_spec(model, cfg, vocabulary: list[str]):
 
     m = cfg.model
     if m.arch != "transformer" or m.activation != "relu":
-        raise ValueError("CTranslate2 export supports Transformer models with ReLU (arch=transformer)")
+        raise AiaynError("CTranslate2 export supports Transformer models with ReLU (arch=transformer)")
     spec = ctranslate2.specs.TransformerSpec.from_config((m.n_encoder_layers, m.n_decoder_layers), m.n_heads,
                                                          pre_norm=m.norm_first)
     positions = model.positional.table if hasattr(model.positional, "table") else model.positional.weight
@@ -68,20 +71,26 @@ def build_spec(model, cfg, vocabulary: list[str]):
     return spec
 
 
-def to_ctranslate2(model_dir: str | Path, out_dir: str | Path) -> Path:
-    """Convert an aiayn checkpoint directory into a CTranslate2 model directory."""
+def to_ctranslate2(model_dir: str | Path, out_dir: str | Path, force: bool = False) -> Path:
+    """Convert an aiayn checkpoint directory into a CTranslate2 model directory. `out_dir` must be new,
+    empty, or (with force) an earlier export: nothing else is ever replaced."""
     try:
         import ctranslate2
     except ImportError as err:
-        raise ValueError("export needs CTranslate2: pip install 'aiayn[export]'") from err
-    from aiayn.decoding.translator import resolve_model_dir
-    from aiayn.training.checkpoint import load_checkpoint
+        raise AiaynError("export needs CTranslate2: pip install 'aiayn[export]'") from err
+    from aiayn.checkpoint import EXPORT_MARKER, atomic_dir, check_output_dir, load_checkpoint, resolve_model_dir
 
-    model, cfg, tokenizer = load_checkpoint(resolve_model_dir(model_dir))
+    source = resolve_model_dir(model_dir)
+    check_output_dir(out_dir, "export", force, inputs=[model_dir, source])
+    model, cfg, tokenizer = load_checkpoint(source)
     vocabulary = tokenizer.id_to_piece(list(range(tokenizer.vocab_size)))
 
     class _Converter(ctranslate2.converters.Converter):
         def _load(self):
             return build_spec(model, cfg, vocabulary)
 
-    return Path(_Converter().convert(str(out_dir), force=True))
+    with atomic_dir(out_dir) as tmp:
+        _Converter().convert(str(tmp), force=True)  # force: CTranslate2 refuses the (empty) temporary dir
+        marker = {"output": "export", "model": str(source.resolve())}
+        (tmp / EXPORT_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+    return Path(out_dir)

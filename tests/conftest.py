@@ -1,11 +1,11 @@
 import pytest
 import torch
 
+from aiayn.checkpoint import save_checkpoint
 from aiayn.config import load_config
 from aiayn.data.synthetic import number_task
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.model import ModelConfig, build_model
-from aiayn.training.checkpoint import save_checkpoint
 
 
 @pytest.fixture(autouse=True)

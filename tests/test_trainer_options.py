@@ -4,8 +4,8 @@ import torch
 from safetensors.torch import load_file
 from test_training import TINY
 
+from aiayn.checkpoint import load_checkpoint
 from aiayn.config import load_config
-from aiayn.training.checkpoint import load_checkpoint
 from aiayn.training.run import prepare_run
 
 

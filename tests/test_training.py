@@ -10,9 +10,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from aiayn.checkpoint import average_checkpoints, load_checkpoint
 from aiayn.data.batching import Example, collate
 from aiayn.model import ModelConfig, build_model
-from aiayn.training.checkpoint import average_checkpoints, load_checkpoint
 from aiayn.training.loss import label_smoothed_loss
 from aiayn.training.schedule import noam_rate
 
@@ -75,43 +75,95 @@ def test_one_batch_overfits():
     assert nll.item() / batch.n_tokens < 0.05
 
 
-def test_killed_then_resumed_run_equals_uninterrupted(tmp_path):
-    extra = ["train.max_steps=40", "train.save_every=4", "train.eval_every=8"]
-    run_train(tmp_path / "a", extra)
-    proc = run_train(tmp_path / "b", extra, wait=False)
-    ckpts = tmp_path / "b" / "checkpoints"
-    deadline = time.time() + 120
-    while not (ckpts / "step_00000008").exists() and proc.poll() is None and time.time() < deadline:
+RESUME = ["train.max_steps=40", "train.save_every=4", "train.eval_every=8"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("uninterrupted") / "run"
+    run_train(out, RESUME)
+    return out
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    """Bit-identical final weights and the same per-step losses, each step logged once."""
+    final = "checkpoints/step_00000040/model.safetensors"
+    wa, wb = load_file(str(a / final)), load_file(str(b / final))
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=0, atol=0)
+    assert step_losses(a) == step_losses(b)
+    steps = [json.loads(line)["step"] for line in (b / "metrics.jsonl").read_text().splitlines()
+             if "loss" in json.loads(line)]
+    assert steps == sorted(set(steps)), "metrics.jsonl has duplicate or unordered rows after the resume"
+
+
+def wait_for(path: Path, proc, seconds=120):
+    deadline = time.time() + seconds
+    while not path.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.01)
+
+
+def test_killed_then_resumed_run_equals_uninterrupted(tmp_path, uninterrupted):
+    proc = run_train(tmp_path / "b", RESUME, wait=False)
+    ckpts = tmp_path / "b" / "checkpoints"
+    wait_for(ckpts / "step_00000008", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    killed_at = max(int(p.name[5:]) for p in ckpts.glob("step_*"))
-    assert killed_at < 40, "the run finished before it could be killed"
-    run_train(tmp_path / "b", extra)
-    final = "checkpoints/step_00000040/model.safetensors"
-    a, b = load_file(str(tmp_path / "a" / final)), load_file(str(tmp_path / "b" / final))
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
-    assert step_losses(tmp_path / "a") == step_losses(tmp_path / "b")
+    latest = (tmp_path / "b" / "latest").read_text().strip()  # a kill before `latest` moves: the one before
+    assert int(latest[5:]) < 40, "the run finished before it could be killed"
+    result = run_train(tmp_path / "b", RESUME)
+    assert f"resuming from {ckpts / latest} (step {int(latest[5:])})" in result.stdout
+    assert_same_run(uninterrupted, tmp_path / "b")
     info = json.loads((tmp_path / "b" / "average" / "info.json").read_text())
     assert [Path(p).name for p in info["averaged"]] == ["step_00000036", "step_00000040"]
 
 
-def test_ctrl_c_saves_and_exits_cleanly(tmp_path):
-    proc = run_train(tmp_path / "c", ["train.max_steps=100000", "train.save_every=5", "train.eval_every=1000"],
-                     wait=False)
-    deadline = time.time() + 120
-    while not (tmp_path / "c" / "checkpoints" / "step_00000005").exists() and time.time() < deadline:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_saves_exits_cleanly_and_resumes_exactly(tmp_path, uninterrupted, signum, code):
+    """Ctrl-C, and SIGTERM as SLURM, Kubernetes and `timeout` send it: save, exit, resume bit-exactly."""
+    proc = run_train(tmp_path / "c", RESUME, wait=False)
+    wait_for(tmp_path / "c" / "checkpoints" / "step_00000004", proc)
+    proc.send_signal(signum)
     output, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, output
-    assert "interrupted: saving a checkpoint" in output
+    assert proc.returncode == code, output
+    assert "saving a checkpoint at step" in output and "Traceback" not in output
+    assert f"{signal.Signals(signum).name}: saved, stopping" in output
     latest = (tmp_path / "c" / "latest").read_text().strip()
-    model, cfg, tokenizer = load_checkpoint(tmp_path / "c" / "checkpoints" / latest)
-    assert int(latest[5:]) >= 5 and cfg.train.max_steps == 100000
+    assert 4 <= int(latest[5:]) < 40
     state = torch.load(tmp_path / "c" / "checkpoints" / latest / "trainer_state.pt", weights_only=True)
     assert state["progress"]["step"] == int(latest[5:])
+    run_train(tmp_path / "c", RESUME)
+    assert_same_run(uninterrupted, tmp_path / "c")
+
+
+def test_second_ctrl_c_inside_an_update_keeps_the_checkpoint_consistent(tmp_path, uninterrupted, monkeypatch,
+                                                                         capsys):
+    """Two SIGINTs right after the 11th optimizer update, before the step counter moves: the update,
+    the counter and the RNG state must still be saved together (labelled step 11, holding 11 updates)."""
+    from aiayn.cli import main
+
+    calls = {"n": 0}
+    original = torch.optim.Adam.step
+
+    def step_then_two_signals(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 11:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    argv = ["train", "--out", str(tmp_path / "d")] + [x for s in TINY + RESUME for x in ("--set", s)]
+    monkeypatch.setattr(torch.optim.Adam, "step", step_then_two_signals)
+    assert main(argv) == 130
+    monkeypatch.setattr(torch.optim.Adam, "step", original)
+    assert "stopped at once" in capsys.readouterr().out
+    latest = (tmp_path / "d" / "latest").read_text().strip()
+    assert latest == "step_00000011"
+    state = torch.load(tmp_path / "d" / "checkpoints" / latest / "trainer_state.pt", weights_only=True)
+    assert state["progress"]["step"] == 11 and state["scheduler"]["last_epoch"] == 11
+    run_train(tmp_path / "d", RESUME)
+    assert_same_run(uninterrupted, tmp_path / "d")
 
 
 def test_two_process_gloo_equals_single_process_accumulation(tmp_path):
@@ -129,7 +181,7 @@ def test_two_process_gloo_equals_single_process_accumulation(tmp_path):
 
 
 def test_average_is_the_elementwise_mean(tmp_path, transformer_dir):
-    from aiayn.training.checkpoint import save_checkpoint
+    from aiayn.checkpoint import save_checkpoint
 
     model, cfg, tok = load_checkpoint(transformer_dir)
     with torch.no_grad():

@@ -4,8 +4,9 @@ import sys
 
 import pytest
 
+from aiayn.checkpoint import CheckpointError, resolve_model_dir
 from aiayn.cli import main
-from aiayn.decoding.translator import Translator, resolve_model_dir
+from aiayn.decoding.translator import Translator
 from aiayn.evaluation import compare_systems, evaluate_corpus
 
 SENTENCES = ["forty five", "three hundred twenty one", "nine"]
@@ -25,7 +26,12 @@ def test_translator_from_pretrained_n_best(transformer_dir):
 
 
 def test_resolve_model_dir_errors(tmp_path):
-    with pytest.raises(FileNotFoundError, match="pass --model"):
+    with pytest.raises(CheckpointError, match="pass --model"):
+        resolve_model_dir(tmp_path)
+    with pytest.raises(CheckpointError, match="no such directory"):
+        resolve_model_dir(tmp_path / "missing")
+    (tmp_path / "latest").write_text("../../elsewhere\n")  # `latest` is a name, never a path
+    with pytest.raises(CheckpointError, match="not a checkpoint name"):
         resolve_model_dir(tmp_path)
 
 

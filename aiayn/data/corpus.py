@@ -4,10 +4,12 @@ import gzip
 import logging
 from pathlib import Path
 
+from aiayn.errors import AiaynError
+
 log = logging.getLogger(__name__)
 
 
-class CorpusError(ValueError):
+class CorpusError(AiaynError):
     """Bad input data: the message names the file and line and says what to do."""
 
 

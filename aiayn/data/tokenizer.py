@@ -9,6 +9,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from aiayn.errors import AiaynError
+
 log = logging.getLogger(__name__)
 
 
@@ -35,10 +37,12 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: str | Path) -> "Tokenizer":
-        return cls(Path(path).read_bytes())
-
-    def save(self, path: str | Path) -> None:
-        Path(path).write_bytes(self.proto)
+        """From a tokenizer.model file (write one with aiayn.checkpoint.write_bytes_atomic(path, tok.proto))."""
+        try:
+            return cls(Path(path).read_bytes())
+        except RuntimeError as err:  # sentencepiece's error for bytes that are not a model
+            raise AiaynError(f"{path}: not a SentencePiece model ({str(err).strip()[:120]}); the file is "
+                             f"damaged or from another program") from None
 
     def encode(self, sentences: list[str]) -> list[list[int]]:
         return self.sp.encode(sentences, out_type=int)

@@ -12,11 +12,13 @@ alive for dozens of steps (measured: ~10x slower on Multi30k). Done sentences le
 lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting the EOS token.
 """
 
+import time
 from dataclasses import dataclass, field
 
 import torch
 
 from aiayn.decoding.greedy import forbid_specials, max_lengths
+from aiayn.errors import BudgetExceeded
 
 
 @dataclass
@@ -55,18 +57,24 @@ def _stack_attention(steps: list[dict], row: int, keys) -> dict:
 
 @torch.no_grad()
 def beam_search(model, src, bos_id, eos_id, pad_id, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=50,
-                n_best=1, return_attention=False) -> list[list[Hypothesis]]:
-    """src (B, S) -> for each sentence its n_best hypotheses, best first."""
+                n_best=1, return_attention=False, max_output_len=None, deadline=None) -> list[list[Hypothesis]]:
+    """src (B, S) -> for each sentence its n_best hypotheses, best first. max_output_len caps the length
+    limit a * |src| + b; past `deadline` (time.monotonic()) the search stops with BudgetExceeded."""
     B, K, device = src.size(0), beam, src.device
     expand = torch.arange(B, device=device).repeat_interleave(K)
     state = model.init_state(model.encode(src), src).reorder(expand)
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # only one live hypothesis at the start
-    search = _Search(torch.arange(B, device=device), max_lengths(src, pad_id, max_len_a, max_len_b), scores,
+    limits = max_lengths(src, pad_id, max_len_a, max_len_b)
+    if max_output_len is not None:
+        limits = limits.clamp_max(max_output_len)
+    search = _Search(torch.arange(B, device=device), limits, scores,
                      torch.empty(B, K, 0, dtype=torch.long, device=device))
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     tokens = torch.full((B * K,), bos_id, dtype=torch.long, device=device)
     for t in range(int(search.limits.max())):
+        if deadline is not None and time.monotonic() > deadline:
+            raise BudgetExceeded(f"decoding stopped after {t} steps: over its time budget")
         result = model.decode_step(tokens, state, return_attention) if return_attention else \
             model.decode_step(tokens, state)
         log_probs, state = forbid_specials(result[0], pad_id, bos_id), result[1]

@@ -1,6 +1,8 @@
 """The Translator: one object behind the Python API, the CLI and the web server."""
 
 import logging
+import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -8,6 +10,7 @@ import torch
 
 from aiayn.decoding.beam import beam_search
 from aiayn.decoding.translate_batch import encode_sources, length_sorted_batches, pad_batch
+from aiayn.errors import AiaynError
 
 log = logging.getLogger(__name__)
 
@@ -20,20 +23,24 @@ class Translation:
     src_tokens: list[str]  # source subword pieces (with the final </s>)
     n_best: list[tuple[str, float]] = field(default_factory=list)
     attention: dict | None = None  # numpy arrays: "cross" (L, H, T, S), "decoder_self" (L, H, T, T), ...
+    truncated: bool = False  # the source was longer than the model's maximum and was cut
 
 
-def resolve_model_dir(path: str | Path) -> Path:
-    """A checkpoint directory, or a training output directory (average, else best, else latest)."""
-    path = Path(path)
-    if (path / "model.safetensors").exists():
-        return path
-    for name in ("average", "best"):
-        if (path / name / "model.safetensors").exists():
-            return path / name
-    if (path / "latest").exists():
-        return path / "checkpoints" / (path / "latest").read_text().strip()
-    raise FileNotFoundError(f"{path}: neither a checkpoint directory (model.safetensors, config.yaml, "
-                            f"tokenizer.model) nor a training output directory; pass --model DIR")
+def _check_int(name: str, value, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AiaynError(f"{name} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise AiaynError(f"{name}={value} must be {bound}")
+
+
+def check_options(beam: int, n_best: int, alpha: float, batch_size: int) -> None:
+    """The decoding options of every entry point (API, CLI, server), checked in one place."""
+    _check_int("beam", beam, 1)
+    _check_int("n_best", n_best, 1, beam)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha < 0:
+        raise AiaynError(f"alpha (length penalty) must be a finite number >= 0, got {alpha!r}")
+    _check_int("batch_size", batch_size, 1)
 
 
 class Translator:
@@ -44,7 +51,7 @@ class Translator:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", use_ema: bool = False) -> "Translator":
-        from aiayn.training.checkpoint import load_checkpoint
+        from aiayn.checkpoint import load_checkpoint, resolve_model_dir
 
         model_dir = resolve_model_dir(path)
         model, cfg, tokenizer = load_checkpoint(model_dir, device, use_ema)
@@ -56,22 +63,32 @@ class Translator:
 
     def translate(self, sentences: list[str], beam: int | None = None, n_best: int = 1,
                   alpha: float | None = None, return_attention: bool = False,
-                  batch_size: int = 64) -> list[Translation]:
-        beam = beam or self.decode_cfg.beam
-        if n_best > beam:
-            raise ValueError(f"n_best={n_best} cannot exceed beam={beam}")
+                  batch_size: int = 64, *, max_output_len: int | None = None,
+                  time_limit: float | None = None) -> list[Translation]:
+        """Beam-search translations, in input order. max_output_len caps every output's length (tokens);
+        time_limit (seconds) bounds the whole call: past it, BudgetExceeded."""
+        beam = self.decode_cfg.beam if beam is None else beam
         alpha = self.decode_cfg.length_penalty if alpha is None else alpha
-        tok = self.tokenizer
-        sources = encode_sources(tok, sentences, self._max_source_len())
+        check_options(beam, n_best, alpha, batch_size)
+        if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
+            raise AiaynError("sentences must be a list of strings")
+        if max_output_len is not None:
+            _check_int("max_output_len", max_output_len, 1)
+        deadline = None if time_limit is None else time.monotonic() + time_limit
+        tok, limit = self.tokenizer, self._max_source_len()
+        sources = encode_sources(tok, sentences)
+        truncated = [len(s) > limit for s in sources]
+        sources = [s[: limit - 1] + [tok.eos_id] if cut else s for s, cut in zip(sources, truncated)]
         results: list[Translation | None] = [None] * len(sentences)
         for indices in length_sorted_batches([len(s) for s in sources], batch_size):
             src = pad_batch([sources[i] for i in indices], tok.pad_id, self.device)
             with torch.inference_mode():
                 nbest = beam_search(self.model, src, tok.bos_id, tok.eos_id, tok.pad_id, beam, alpha,
                                     self.decode_cfg.max_len_a, self.decode_cfg.max_len_b, n_best,
-                                    return_attention)
+                                    return_attention, max_output_len, deadline)
             for row, i in enumerate(indices):
                 results[i] = self._result(nbest[row], sources[i], src[row], return_attention)
+                results[i].truncated = truncated[i]
         return results
 
     def _max_source_len(self) -> int:

@@ -2,11 +2,11 @@
 chosen by the file extension. Files are written under a temporary name and renamed."""
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
+from aiayn.checkpoint import atomic_path
 from aiayn.inspect.capture import AttentionMaps
 
 SCHEMA_VERSION = 1
@@ -43,9 +43,8 @@ def to_json_dict(maps: AttentionMaps) -> dict:
 
 
 def _atomic(path: Path, write) -> Path:
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    write(tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        write(tmp)
     return path
 
 
@@ -63,7 +62,11 @@ def write_maps(maps: AttentionMaps, out: str | Path, kind: str = "cross", layer:
     if suffix == ".npz":
         arrays = {k: v for k, v in maps.maps.items()}
         meta = {k: v for k, v in to_json_dict(maps).items() if k != "maps"}
-        return _atomic(out, lambda p: np.savez_compressed(open(p, "wb"), meta=json.dumps(meta), **arrays))
+        def write_npz(p: Path) -> None:
+            with open(p, "wb") as f:  # a file object: given a path, numpy would append ".npz"
+                np.savez_compressed(f, meta=json.dumps(meta), **arrays)
+
+        return _atomic(out, write_npz)
     kinds = [k for k in KINDS if k in maps.maps] if kind == "all" else [kind]
     for k in kinds:
         select(maps, k, layer, head)  # validate before drawing

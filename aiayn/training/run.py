@@ -1,55 +1,138 @@
 """Set up a training run from a config: data, tokenizer, model, trainer; resume when the output
-directory already holds a checkpoint."""
+directory already holds a run of the same experiment (same config, tokenizer and data), and refuse,
+showing the difference, when it holds anything else."""
 
+import hashlib
+import json
 import logging
 from pathlib import Path
 
 import torch
 
-from aiayn.config import save_config
+from aiayn.checkpoint import write_bytes_atomic, write_text_atomic
+from aiayn.config import config_yaml, to_dict
 from aiayn.data.datasets import load_pairs, to_examples
 from aiayn.data.tokenizer import Tokenizer
+from aiayn.device import resolve_device
+from aiayn.errors import AiaynError
 from aiayn.model import build_model, count_parameters
 from aiayn.training import distributed as D
 from aiayn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
+RUN_MARKER = "run.json"
+# what may change when a run is resumed: budgets, logging, paths (the data itself is fingerprinted)
+RESUMABLE = {"train.max_steps", "train.max_epochs", "train.max_minutes", "train.eval_every", "train.bleu_every",
+             "train.bleu_sentences", "train.save_every", "train.keep_last", "train.average_last", "train.patience",
+             "train.log_every", "train.num_threads", "data.data_dir", "data.train_src", "data.train_tgt",
+             "data.valid_src", "data.valid_tgt"}
+
+
+class RunMismatchError(AiaynError):
+    """The output directory holds something other than a run of this experiment."""
+
+
+def _flatten(values: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _is_run_dir(out: Path) -> bool:
+    return (out / RUN_MARKER).exists() or ((out / "config.yaml").exists() and (out / "checkpoints").is_dir())
+
+
+def check_output(out: Path) -> None:
+    """A run goes into a new or empty directory, or continues the run already there."""
+    if out.exists() and not out.is_dir():
+        raise RunMismatchError(f"--out {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not _is_run_dir(out):
+        raise RunMismatchError(f"--out {out} is not empty and holds no aiayn training run; nothing was written. "
+                               f"Choose a new or empty directory")
+
+
+def data_fingerprint(train_pairs, valid_pairs) -> str:
+    digest = hashlib.sha256()
+    for pairs in (train_pairs, valid_pairs):
+        for src, tgt in pairs:
+            digest.update(f"{src}\t{tgt}\n".encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def check_same_run(out: Path, cfg, fingerprint: str) -> None:
+    """Stop before anything is written when the saved run differs from this command's."""
+    import yaml
+
+    marker = out / RUN_MARKER
+    if marker.exists():
+        saved = json.loads(marker.read_text(encoding="utf-8")).get("data_sha256")
+        if saved and saved != fingerprint:
+            raise RunMismatchError(f"{out} was trained on other data (fingerprint {saved[:12]} in {marker}, "
+                                   f"{fingerprint[:12]} now); use a new --out, or the run's own data")
+    if not (out / "config.yaml").exists():
+        return
+    saved = _flatten(yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8")) or {})
+    now = _flatten(to_dict(cfg))
+    diff = [f"{k}: {saved.get(k)!r} in the run, {now.get(k)!r} now" for k in sorted(set(saved) | set(now))
+            if k not in RESUMABLE and saved.get(k) != now.get(k)]
+    if diff:
+        raise RunMismatchError(f"{out} holds a run with another config; resuming it with this one would mix two "
+                               f"experiments. Differences: {'; '.join(diff)}. Use a new --out (only budgets, "
+                               f"logging and data paths may change on resume)")
 
 
 def _tokenizer(cfg, out: Path, train_pairs, dist: D.DistInfo) -> Tokenizer:
     path = out / "tokenizer.model"
     if not path.exists() and dist.is_main:
         sentences = [s for pair in train_pairs for s in pair]
-        Tokenizer.train(sentences, cfg.data.vocab_size, seed=cfg.train.seed).save(path)
+        write_bytes_atomic(path, Tokenizer.train(sentences, cfg.data.vocab_size, seed=cfg.train.seed).proto)
     D.barrier(dist)
     return Tokenizer.load(path)
+
+
+def _check_lengths(examples, limit: int, what: str) -> None:
+    """Sentences the model cannot take (longer than its position table) fail before training starts."""
+    for number, example in enumerate(examples, start=1):
+        longest = max(len(example.src) + 1, len(example.tgt) + 1)
+        if longest > limit:
+            raise AiaynError(f"{what}: pair {number} has {longest} subword tokens, more than model.max_len={limit} "
+                             f"positions; shorten or remove it, or raise model.max_len")
 
 
 def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu") -> Trainer:
     """bleu_factory(tokenizer, valid_pairs, cfg) -> (model -> dev BLEU), supplied by the caller."""
     out = Path(out)
-    dev = torch.device(device)
+    dev = resolve_device(device)
+    check_output(out)
     dist = D.init_distributed(dev)
     if dev.type == "cuda":
         dev = torch.device("cuda", dist.local_rank)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
-    out.mkdir(parents=True, exist_ok=True)
     train_pairs, valid_pairs = load_pairs(cfg.data, "train"), load_pairs(cfg.data, "valid")
+    fingerprint = data_fingerprint(train_pairs, valid_pairs)
+    out.mkdir(parents=True, exist_ok=True)
     tokenizer = _tokenizer(cfg, out, train_pairs, dist)
     cfg.model.src_vocab_size = cfg.model.tgt_vocab_size = tokenizer.vocab_size
     cfg.model.pad_id = tokenizer.pad_id
+    check_same_run(out, cfg, fingerprint)
     train = to_examples(train_pairs, tokenizer, cfg.data.max_len, "training data")
     valid = to_examples(valid_pairs, tokenizer, None, "validation data")
+    if cfg.model.arch == "transformer":
+        _check_lengths(valid, cfg.model.max_len, "validation data")
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model)
     if dist.is_main:
-        save_config(cfg, out / "config.yaml")
+        write_text_atomic(out / "config.yaml", config_yaml(cfg))
+        write_text_atomic(out / RUN_MARKER, json.dumps({"output": "run", "data_sha256": fingerprint}) + "\n")
         log.info("%s model, %s parameters; %d training pairs", cfg.model.arch, f"{count_parameters(model):,}",
                  len(train))
     bleu_fn = bleu_factory(tokenizer, valid_pairs, cfg) if bleu_factory else None
     trainer = Trainer(cfg, model, tokenizer, train, valid, out, bleu_fn, dist, dev)
-    latest = out / "latest"
-    if latest.exists():
-        trainer.resume(out / "checkpoints" / latest.read_text().strip())
+    trainer.resume_run()
     return trainer

@@ -18,9 +18,18 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from aiayn.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    latest_checkpoint,
+    load_trainer_state,
+    read_weights,
+    save_checkpoint,
+    step_checkpoints,
+    write_text_atomic,
+)
 from aiayn.data.batching import collate, make_batches
 from aiayn.training import distributed as D
-from aiayn.training.checkpoint import average_checkpoints, save_checkpoint, write_text_atomic
 from aiayn.training.loss import label_smoothed_loss
 from aiayn.training.schedule import noam_scheduler
 
@@ -74,19 +83,37 @@ class Trainer:
         if self.tc.ema_decay > 0:
             self.ema = {k: v.detach().clone().float() for k, v in self.model.state_dict().items()}
         self._step_rng = rng_states()
-        self._interrupted = False
+        self._signal = None  # name of the first SIGINT/SIGTERM received: stop after this step
+        self._in_update, self._abort_pending = False, False
+        self.stop_reason, self.resumed_from = "", None
         self._batches, self._batches_epoch = [], None  # this epoch's batch list, built once per epoch
         self._valid_batches = make_batches(valid_examples, self.tc.max_tokens, seed=0, epoch=0)
 
-    def _on_sigint(self, signum, frame):
-        """First Ctrl-C: finish the current step, save, stop. A second one stops at once."""
-        if self._interrupted:
+    def _on_signal(self, signum, frame):
+        """First SIGINT (Ctrl-C) or SIGTERM (sent by schedulers and `timeout`): finish the current step,
+        save, stop. A second one stops at once, but never inside an update (see _update_unit)."""
+        if self._signal is None:
+            self._signal = signal.Signals(signum).name
+        elif self._in_update:
+            self._abort_pending = True
+        else:
             raise KeyboardInterrupt
-        self._interrupted = True
+
+    @contextlib.contextmanager
+    def _update_unit(self):
+        """The optimizer update, the step counter and the saved RNG state change together or not at all:
+        a second signal arriving in between is held until the unit is complete."""
+        self._in_update = True
+        try:
+            yield
+        finally:
+            self._in_update = False
+        if self._abort_pending:
+            raise KeyboardInterrupt
 
     def _stop_requested(self) -> bool:
         # every process must agree, or the others would wait for it in the next all-reduce
-        return D.all_reduce_sum([float(self._interrupted)], self.dist)[0] > 0
+        return D.all_reduce_sum([float(self._signal is not None)], self.dist)[0] > 0
 
     # ---- persistence -------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -94,19 +121,57 @@ class Trainer:
                 "progress": asdict(self.progress), "rng": self._step_rng}
 
     def resume(self, checkpoint: Path) -> None:
-        from safetensors.torch import load_file, load_model
-
-        from aiayn.training.checkpoint import load_trainer_state
-
+        """Restore weights, optimizer, schedule, progress and RNG from one checkpoint; everything is read
+        (and checked) before anything is changed, so a damaged checkpoint leaves the trainer as it was."""
         state = load_trainer_state(checkpoint)
-        load_model(self.model, str(checkpoint / "model.safetensors"))
+        weights, _ = read_weights(checkpoint / "model.safetensors")
+        ema = read_weights(checkpoint / "ema.safetensors")[0] if self.ema is not None and \
+            (checkpoint / "ema.safetensors").exists() else None
+        step = state.get("progress", {}).get("step") if isinstance(state, dict) else None
+        if step != int(checkpoint.name[5:]):
+            raise CheckpointError(f"{checkpoint}: trainer_state.pt is for step {step}, not this checkpoint's")
+        tokenizer_file = checkpoint / "tokenizer.model"
+        if tokenizer_file.exists() and tokenizer_file.read_bytes() != self.tokenizer.proto:
+            raise CheckpointError(f"{checkpoint}: its tokenizer.model differs from {self.out}/tokenizer.model")
+        self.model.load_state_dict(weights, strict=False)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.progress = Progress(**state["progress"])
-        if self.ema is not None and (checkpoint / "ema.safetensors").exists():
-            self.ema = load_file(str(checkpoint / "ema.safetensors"))
+        if ema is not None:
+            self.ema = ema
         set_rng_states(state["rng"])
+        self._step_rng = state["rng"]
+        self._trim_metrics(self.progress.step)
+        self.resumed_from = checkpoint
         log.info("resumed from %s at step %d", checkpoint, self.progress.step)
+
+    def resume_run(self) -> None:
+        """Continue from the newest complete checkpoint of the output directory (the one `latest` names;
+        if it is damaged, the one before it, with a warning). Nothing to resume: start fresh."""
+        latest = latest_checkpoint(self.out)
+        older = [p for p in reversed(step_checkpoints(self.out)) if p != latest]
+        candidates = ([latest] if latest is not None else []) + older
+        for checkpoint in candidates:
+            try:
+                self.resume(checkpoint)
+                return
+            except CheckpointError as err:
+                log.warning("cannot resume from %s (%s); trying the previous checkpoint", checkpoint, err)
+        if candidates:
+            raise CheckpointError(f"{self.out}: none of its {len(candidates)} checkpoints can be resumed from "
+                                  f"(see the warnings); use a new --out")
+
+    def _trim_metrics(self, step: int) -> None:
+        """Drop metrics rows past the resumed step, so the log matches the checkpoint."""
+        path = self.out / "metrics.jsonl"
+        if not self.dist.is_main or not path.exists():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                if json.loads(line).get("step", 0) <= step:
+                    kept.append(line + "\n")
+        write_text_atomic(path, "".join(kept))
 
     def save(self) -> Path | None:
         if not self.dist.is_main:
@@ -117,7 +182,7 @@ class Trainer:
                         {"step": self.progress.step, "epoch": self.progress.epoch})
         write_text_atomic(self.out / "latest", path.name + "\n")
         keep = max(self.tc.keep_last, self.tc.average_last)
-        for old in sorted(ckpt_dir.glob("step_*"))[:-keep]:
+        for old in step_checkpoints(self.out)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
         return path
 
@@ -134,8 +199,9 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
     def train_step(self, group: list[list[int]]) -> tuple[float, float, int]:
-        """Forward/backward over this process's share of the group, then one update. Returns the summed
-        smoothed loss, summed nll and target tokens of the whole group (all processes)."""
+        """Forward/backward over this process's share of the group (gradients only: the update is
+        _apply_update). Returns the summed smoothed loss, summed nll and target tokens of the whole
+        group (all processes)."""
         tok = self.tokenizer
         total_tokens = sum(len(self.train_examples[i].tgt) + 1 for mb in group for i in mb)
         mine = group[self.dist.rank:: self.dist.world_size]
@@ -151,14 +217,20 @@ class Trainer:
             # normalized by the group's target tokens; DDP averages over processes, hence * world_size
             (loss * (self.dist.world_size / total_tokens)).backward()
             loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
+        loss_sum, nll_sum = D.all_reduce_sum([loss_sum, nll_sum], self.dist)
+        return loss_sum, nll_sum, total_tokens
+
+    def _apply_update(self, group_size: int) -> None:
+        """One optimizer update and the progress that records it: called inside _update_unit."""
         if self.tc.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self._update_ema()
-        loss_sum, nll_sum = D.all_reduce_sum([loss_sum, nll_sum], self.dist)
-        return loss_sum, nll_sum, total_tokens
+        self.progress.step += 1
+        self.progress.batch_index += group_size
+        self._step_rng = rng_states()
 
     def _update_ema(self):
         if self.ema is None:
@@ -235,8 +307,19 @@ class Trainer:
             p.epoch, p.batch_index = p.epoch + 1, 0
         return None
 
+    def _stop_reason(self, deadline: float) -> str:
+        p, tc = self.progress, self.tc
+        if p.stopped_early:
+            return f"early stopping: {tc.patience} validations without improvement"
+        if p.step >= tc.max_steps:
+            return f"reached train.max_steps={tc.max_steps}"
+        if time.monotonic() >= deadline:
+            return f"reached train.max_minutes={tc.max_minutes:g}"
+        return ""
+
     def train(self) -> Path:
-        """Train until max_steps, max_epochs or early stopping; returns the output directory."""
+        """Train until max_steps, max_epochs, max_minutes, early stopping or a signal; returns the output
+        directory. self.stop_reason says which; after SIGINT/SIGTERM self.stopped_by_signal names it."""
         self.out.mkdir(parents=True, exist_ok=True)
         self.model.train()
         p, tc = self.progress, self.tc
@@ -245,40 +328,54 @@ class Trainer:
         self._started = window["start"]  # wall time of this process (a resumed run counts from its resume)
         deadline = time.monotonic() + tc.max_minutes * 60 if tc.max_minutes > 0 else math.inf
         in_main_thread = threading.current_thread() is threading.main_thread()
-        previous_handler = signal.signal(signal.SIGINT, self._on_sigint) if in_main_thread else None
+        handled = (signal.SIGINT, signal.SIGTERM)
+        previous = {s: signal.signal(s, self._on_signal) for s in handled} if in_main_thread else {}
         try:
-            while p.step < tc.max_steps and not p.stopped_early and time.monotonic() < deadline:
+            while True:
+                self.stop_reason = self._stop_reason(deadline)
+                if self.stop_reason:
+                    break
                 group = self._next_group()
                 if group is None:
+                    self.stop_reason = f"reached train.max_epochs={tc.max_epochs}"
                     break
                 self._step_rng = rng_states()  # what a resume from this step boundary restores
                 loss, nll, tokens = self.train_step(group)
-                p.step, p.batch_index = p.step + 1, p.batch_index + len(group)
-                self._step_rng = rng_states()
-                window["loss"] += loss
-                window["nll"] += nll
-                window["tokens"] += tokens
-                if p.step % tc.log_every == 0 or p.step == tc.max_steps:
-                    self._log_window(window, bar)
+                with self._update_unit():  # the update and its log row: both or neither
+                    self._apply_update(len(group))
+                    window["loss"] += loss
+                    window["nll"] += nll
+                    window["tokens"] += tokens
+                    if p.step % tc.log_every == 0 or p.step == tc.max_steps:
+                        self._log_window(window, bar)
                 bar.update(1)
                 if p.step % tc.eval_every == 0:
                     metrics = self.validate()
-                    self._after_validation(metrics)
-                    self._log(metrics, bar)
+                    with self._update_unit():
+                        self._after_validation(metrics)
+                        self._log(metrics, bar)
                 if p.step % tc.save_every == 0:
                     self.save()
                 if self._stop_requested():
-                    raise KeyboardInterrupt
+                    self.stop_reason = f"{self._signal or 'a signal in another process'}: saved, stopping"
+                    bar.write(f"{self.stop_reason.split(':')[0]}: saving a checkpoint at step {p.step}")
+                    if p.step % tc.save_every:
+                        self.save()
+                    return self.out
         except KeyboardInterrupt:
             bar.write(f"interrupted: saving a checkpoint at step {p.step}")
             self.save()
             raise
         finally:
             bar.close()
-            if in_main_thread:
-                signal.signal(signal.SIGINT, previous_handler)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
         self._finish()
         return self.out
+
+    @property
+    def stopped_by_signal(self) -> str | None:
+        return self._signal
 
     def _log_window(self, window: dict, bar) -> None:
         elapsed = time.perf_counter() - window["start"]
@@ -299,5 +396,5 @@ class Trainer:
         if self.dist.is_main and self.tc.average_last > 1:
             last = sorted((self.out / "checkpoints").glob("step_*"))[-self.tc.average_last:]
             if len(last) > 1:
-                average_checkpoints(last, self.out / "average")
+                average_checkpoints(last, self.out / "average", force=True)
                 log.info("averaged %d checkpoints into %s", len(last), self.out / "average")

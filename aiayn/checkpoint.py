@@ -1,0 +1,352 @@
+"""Checkpoint directories: saving, loading (with consistency checks), averaging, finding the model in a
+run directory, and the one atomic-write helper of the package. Training, decoding, export and
+inspection all import this module; it imports nothing from them.
+
+A checkpoint is a directory, written under a unique temporary name and renamed into place:
+
+    model.safetensors   weights only (safe to share; tied weights stored once); its header metadata
+                        holds the model config it was saved with, checked against config.yaml on load
+    config.yaml         the resolved experiment config
+    tokenizer.model     the SentencePiece model
+    trainer_state.pt    optimizer, scheduler, step, data position, every RNG state (weights_only load)
+    ema.safetensors     EMA weights, when train.ema_decay > 0
+    info.json           step, metrics; "output": "average" for directories made by averaging
+"""
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import yaml
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file, save_model
+
+from aiayn.config import ExperimentConfig, config_from_dict, config_yaml
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import AiaynError, OutputError
+from aiayn.model import build_model
+
+log = logging.getLogger(__name__)
+STEP_NAME = re.compile(r"step_\d{8}")
+EXPORT_MARKER = "aiayn_export.json"
+
+
+class CheckpointError(AiaynError):
+    pass
+
+
+# ---- atomic writes --------------------------------------------------------------------------------
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yields a new temporary file in `path`'s directory for the caller to write; then fsync and rename
+    it over `path`. The temporary name is unique and created exclusively (mkstemp: O_CREAT | O_EXCL),
+    so a symlink planted in the directory is never followed; on any failure it is removed and `path`
+    is left as it was."""
+    path = Path(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the user's usual mode
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def _fsync_tree(root: Path) -> None:
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+    _fsync_dir(root)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yields a new empty temporary directory beside `path`; when the caller is done it is fsynced and
+    renamed to `path`. An existing `path` is replaced only after the new one is complete (the callers
+    decide whether it may be replaced: see check_output_dir). On failure the temporary one is removed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        _fsync_tree(tmp)
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, old)  # rename(2) may replace an empty directory
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+# ---- where outputs may go ---------------------------------------------------------------------------
+def _output_kind(path: Path) -> str | None:
+    """"average" or "export" for a directory that aiayn made as that kind of output, else None."""
+    for marker in ("info.json", EXPORT_MARKER):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            info = json.loads((path / marker).read_text(encoding="utf-8"))
+            if info.get("output") or "averaged" in info:  # "averaged" alone: averages of earlier versions
+                return info.get("output", "average")
+    return None
+
+
+def _overlaps(a: Path, b: Path) -> bool:
+    a, b = a.resolve(), b.resolve()
+    return a == b or a in b.parents or b in a.parents
+
+
+def check_output_dir(out: str | Path, kind: str, force: bool = False, inputs=()) -> Path:
+    """Refuse an output directory whose replacement would lose something: an input (or a directory
+    holding one, or inside one), a non-empty directory aiayn did not make as a `kind` output, or an
+    earlier `kind` output without `force`."""
+    out = Path(out)
+    for source in inputs:
+        if _overlaps(out, Path(source)):
+            raise OutputError(f"--out {out} is, contains or lies inside the input {source}; an input is "
+                              f"never overwritten: choose a new directory")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise OutputError(f"--out {out} exists and is not a directory; choose a new directory")
+    if not out.exists() or not any(out.iterdir()):
+        return out
+    found = _output_kind(out)
+    if found != kind:
+        what = f"an aiayn {found} output" if found else "files aiayn did not write"
+        raise OutputError(f"--out {out} is not empty: it holds {what}; nothing was written. Choose a new or "
+                          f"empty directory (aiayn never deletes a directory it did not create as a {kind})")
+    if not force:
+        raise OutputError(f"--out {out} holds an earlier aiayn {kind}; pass --force to replace it")
+    return out
+
+
+# ---- save and load -----------------------------------------------------------------------------------
+def _model_metadata(cfg: ExperimentConfig) -> dict:
+    return {"aiayn_model_config": json.dumps(dataclasses.asdict(cfg.model), sort_keys=True)}
+
+
+def save_checkpoint(path: str | Path, model, cfg: ExperimentConfig, tokenizer: Tokenizer,
+                    trainer_state: dict | None = None, ema: dict | None = None, info: dict | None = None) -> Path:
+    """Write a complete checkpoint directory atomically (replacing one at `path`: callers check first)."""
+    with atomic_dir(path) as tmp:
+        save_model(model, str(tmp / "model.safetensors"), metadata=_model_metadata(cfg))
+        (tmp / "config.yaml").write_text(config_yaml(cfg), encoding="utf-8")
+        (tmp / "tokenizer.model").write_bytes(tokenizer.proto)
+        if trainer_state is not None:
+            torch.save(trainer_state, tmp / "trainer_state.pt")
+        if ema is not None:
+            save_file({k: v.contiguous() for k, v in ema.items()}, str(tmp / "ema.safetensors"))
+        (tmp / "info.json").write_text(json.dumps(info or {}, indent=2), encoding="utf-8")
+    return Path(path)
+
+
+def _require(path: Path, name: str) -> Path:
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: not a directory; give an aiayn checkpoint or training output directory")
+    if not (path / name).is_file():
+        raise CheckpointError(f"{path}: no {name}; is this an aiayn checkpoint directory "
+                              f"(model.safetensors, config.yaml, tokenizer.model)?")
+    return path / name
+
+
+def load_config_file(path: Path) -> ExperimentConfig:
+    file = _require(path, "config.yaml")
+    try:
+        values = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{file}: not a valid config file ({err}); the checkpoint is damaged") from None
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{file}: expected a mapping of config sections, got {type(values).__name__}")
+    return config_from_dict(values, str(file))
+
+
+def load_tokenizer(path: Path) -> Tokenizer:
+    return Tokenizer.load(_require(path, "tokenizer.model"))
+
+
+def read_weights(file: Path) -> tuple[dict, dict]:
+    """(tensors, header metadata) of a safetensors file, with a clear error for a damaged one."""
+    try:
+        with safe_open(str(file), "pt") as f:
+            metadata = f.metadata() or {}
+        return load_file(str(file)), metadata
+    except (SafetensorError, OSError) as err:
+        raise CheckpointError(f"{file}: not a readable safetensors file ({err}); the checkpoint is damaged "
+                              f"or incomplete: use another checkpoint") from None
+
+
+def _check_model_config(file: Path, metadata: dict, cfg: ExperimentConfig) -> None:
+    """The model config stored in the weights' header must equal config.yaml's (it catches an edited
+    n_heads, which changes no tensor shape but reinterprets every attention layer)."""
+    saved = metadata.get("aiayn_model_config")
+    if saved is None:  # checkpoints written before the metadata existed
+        return
+    saved, now = json.loads(saved), dataclasses.asdict(cfg.model)
+    diff = [f"model.{k}: {saved[k]!r} in {file.name}, {now.get(k)!r} in config.yaml"
+            for k in sorted(saved) if saved[k] != now.get(k)]
+    if diff:
+        raise CheckpointError(f"{file.parent}: config.yaml does not match the weights ({'; '.join(diff)}); "
+                              f"restore the checkpoint's own config.yaml")
+
+
+def _check_tokenizer(path: Path, cfg: ExperimentConfig, tokenizer: Tokenizer) -> None:
+    m = cfg.model
+    for name in ("src_vocab_size", "tgt_vocab_size"):
+        if getattr(m, name) != tokenizer.vocab_size:
+            raise CheckpointError(f"{path}: config.yaml has model.{name}={getattr(m, name)} but tokenizer.model "
+                                  f"has {tokenizer.vocab_size} pieces; they come from different models")
+    if m.pad_id != tokenizer.pad_id:
+        raise CheckpointError(f"{path}: config.yaml has model.pad_id={m.pad_id} but tokenizer.model's pad id "
+                              f"is {tokenizer.pad_id}; they come from different models")
+
+
+def _load_weights(model, file: Path, tensors: dict) -> None:
+    expected = model.state_dict()
+    problems = [f"{k}: {tuple(v.shape)} in the file, {tuple(expected[k].shape)} in the model"
+                for k, v in tensors.items() if k in expected and v.shape != expected[k].shape]
+    missing = sorted(set(expected) - _names_covered(model, tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    problems += [f"{k}: missing from the file" for k in missing[:5]]
+    problems += [f"{k}: in the file but not in the model" for k in unexpected[:5]]
+    if problems:
+        raise CheckpointError(f"{file}: weights do not fit the model of config.yaml ({'; '.join(problems[:6])})")
+    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()}, strict=False)
+
+
+def _names_covered(model, tensors: dict) -> set[str]:
+    """State-dict names the file provides, directly or through a tied tensor (save_model stores shared
+    storage once, under one of its names)."""
+    groups: dict = {}
+    for name, tensor in model.state_dict().items():
+        groups.setdefault((tensor.data_ptr(), tuple(tensor.shape)), []).append(name)
+    return {n for names in groups.values() if any(n in tensors for n in names) for n in names}
+
+
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", use_ema: bool = False):
+    """-> (model in eval mode, config, tokenizer), after checking that the files belong together."""
+    path = Path(path)
+    cfg = load_config_file(path)
+    tokenizer = load_tokenizer(path)
+    _check_tokenizer(path, cfg, tokenizer)
+    weights_file = _require(path, "model.safetensors")
+    tensors, metadata = read_weights(weights_file)
+    _check_model_config(weights_file, metadata, cfg)
+    model = build_model(cfg.model)
+    if use_ema and (path / "ema.safetensors").exists():  # a full state dict (tied names included), fp32
+        tensors, _ = read_weights(path / "ema.safetensors")
+    _load_weights(model, weights_file, tensors)
+    return model.to(device).eval(), cfg, tokenizer
+
+
+def load_trainer_state(path: Path) -> dict:
+    file = _require(Path(path), "trainer_state.pt")
+    try:
+        return torch.load(file, weights_only=True)
+    except Exception as err:  # torch raises many types for a damaged file (EOFError, RuntimeError, pickle's)
+        raise CheckpointError(f"{file}: unreadable ({type(err).__name__}: {err})") from None
+
+
+# ---- runs: which checkpoint ------------------------------------------------------------------------
+def step_checkpoints(run_dir: str | Path) -> list[Path]:
+    """The run's step_NNNNNNNN checkpoint directories, oldest first."""
+    root = Path(run_dir) / "checkpoints"
+    return sorted(p for p in root.glob("step_*") if STEP_NAME.fullmatch(p.name) and p.is_dir())
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The checkpoint named by `run_dir/latest` (a bare step_NNNNNNNN name, never a path), or None."""
+    latest = Path(run_dir) / "latest"
+    if not latest.exists():
+        return None
+    name = latest.read_text(encoding="utf-8", errors="replace").strip()
+    if not STEP_NAME.fullmatch(name):
+        raise CheckpointError(f"{latest}: says {name[:80]!r}, not a checkpoint name like step_00000500; "
+                              f"fix or delete the file (the newest checkpoint in {run_dir}/checkpoints is then used)")
+    return Path(run_dir) / "checkpoints" / name
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """A checkpoint directory, or a training output directory (average, else best, else latest)."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such directory; pass --model DIR (a checkpoint or training output)")
+    if (path / "model.safetensors").exists():
+        return path
+    for name in ("average", "best"):
+        if (path / name / "model.safetensors").exists():
+            return path / name
+    latest = latest_checkpoint(path)
+    if latest is None and step_checkpoints(path):
+        latest = step_checkpoints(path)[-1]
+    if latest is not None:
+        return latest
+    raise CheckpointError(f"{path}: neither a checkpoint directory (model.safetensors, config.yaml, "
+                          f"tokenizer.model) nor a training output directory; pass --model DIR")
+
+
+def average_checkpoints(paths: list[Path], out: Path, force: bool = False) -> Path:
+    """Element-wise mean of the weights of several checkpoints of one model (§6.1: last 5)."""
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    paths = [Path(p) for p in paths]
+    check_output_dir(out, "average", force, inputs=paths)
+    total = None
+    for p in paths:
+        weights, _ = read_weights(_require(p, "model.safetensors"))
+        if total is None:
+            total = {k: v.double() for k, v in weights.items()}
+        elif weights.keys() != total.keys() or any(v.shape != total[k].shape for k, v in weights.items()):
+            raise CheckpointError(f"{p}: its tensors differ from {paths[0]}'s; only checkpoints of one model "
+                                  f"can be averaged")
+        else:
+            for k, v in weights.items():
+                total[k] += v.double()
+    model, cfg, tokenizer = load_checkpoint(paths[-1])
+    averaged = {k: (v / len(paths)).to(model.state_dict()[k].dtype) for k, v in total.items()}
+    model.load_state_dict(averaged, strict=False)
+    save_checkpoint(out, model, cfg, tokenizer,
+                    info={"output": "average", "averaged": [str(p.resolve()) for p in paths]})
+    return Path(out)

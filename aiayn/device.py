@@ -1,0 +1,21 @@
+"""`--device` as the user wrote it -> a torch.device that exists on this machine, or a clear error."""
+
+import torch
+
+from aiayn.errors import AiaynError
+
+
+def resolve_device(name: str | torch.device) -> torch.device:
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise AiaynError(f"--device {name!r} is not a device name; use cpu, cuda or cuda:N") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise AiaynError(f"--device {name}: cuda requested but no GPU is visible here; use --device cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise AiaynError(f"--device {name}: this machine has {torch.cuda.device_count()} GPU(s), "
+                             f"numbered from 0")
+    elif device.type not in ("cpu", "mps"):
+        raise AiaynError(f"--device {name}: unsupported here; use cpu or cuda")
+    return device
