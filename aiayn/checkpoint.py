@@ -65,7 +65,14 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     so a symlink planted in the directory is never followed; on any failure it is removed and `path`
     is left as it was."""
     path = Path(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise OutputError(f"{path} is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise OutputError(f"{path}: the directory {path.parent} does not exist; create it first")
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except PermissionError:
+        raise OutputError(f"{path}: no permission to create files in {path.parent}") from None
     os.close(fd)
     tmp = Path(tmp_name)
     try:

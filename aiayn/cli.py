@@ -16,15 +16,17 @@ def _train_args(sub):
     p.add_argument("config", nargs="?", help="YAML experiment config (see configs/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set train.max_steps=200 (repeatable)")
-    p.add_argument("--out", required=True, help="output directory (resumes if it holds a checkpoint)")
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--data-dir", help="local Multi30k directory (else $AIAYN_MULTI30K_DIR, else download)")
+    p.add_argument("--out", required=True, help="new or empty output directory; an existing run of the same "
+                   "experiment there is resumed")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
+    p.add_argument("--data-dir", help="local Multi30k directory (default: $AIAYN_MULTI30K_DIR, else download)")
 
 
 def _demo_args(sub):
     p = sub.add_parser("demo", help="train the built-in task end to end, translate held-out examples")
-    p.add_argument("--out", default="runs/demo")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value of configs/demo.yaml (repeatable)")
 
 
 def build_parser() -> argparse.ArgumentParser:

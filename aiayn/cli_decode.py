@@ -4,33 +4,41 @@ import json
 import sys
 from pathlib import Path
 
+MODEL_HELP = "checkpoint directory, or a training output directory (then average/, else best/, else latest)"
+DEVICE_HELP = "cpu, cuda or cuda:N (default: cpu)"
+BEAM_HELP = "beam size (default: the model's decode.beam, 4 in the paper)"
+ALPHA_HELP = "length penalty alpha, >= 0 (default: the model's decode.length_penalty, 0.6 in the paper)"
+
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("translate", help="translate lines (stdin, interactive, or --input FILE)")
-    p.add_argument("--model", required=True, help="checkpoint or training output directory")
-    p.add_argument("--beam", type=int, default=None, help="beam size (default: the model's config, 4)")
-    p.add_argument("--n-best", type=int, default=1)
-    p.add_argument("--alpha", type=float, default=None, help="length penalty (default 0.6)")
-    p.add_argument("--input", help="file with one sentence per line (default: stdin, line by line)")
-    p.add_argument("--output", help="write translations here (temporary name, then rename)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--beam", type=int, default=None, help=BEAM_HELP)
+    p.add_argument("--n-best", type=int, default=1, help="hypotheses per sentence, 1..beam (default: 1); "
+                   "more than 1 prints 'rank<TAB>score<TAB>text' lines")
+    p.add_argument("--alpha", type=float, default=None, help=ALPHA_HELP)
+    p.add_argument("--input", help="file with one sentence per line (default: stdin, answered line by line)")
+    p.add_argument("--output", help="write translations here, atomically, after reading all input "
+                   "(default: stdout)")
+    p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
+    p.add_argument("--device", default="cpu", help=DEVICE_HELP)
 
     p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("--src", help="source file (with --ref)")
     p.add_argument("--ref", help="reference file (raw text)")
     p.add_argument("--dataset", choices=["multi30k"], help="instead of --src/--ref")
-    p.add_argument("--pair", default="de-en", help="language pair for --dataset, e.g. de-en")
-    p.add_argument("--split", default="test_2016_flickr")
-    p.add_argument("--data-dir", help="local Multi30k directory")
-    p.add_argument("--beam", type=int, default=None)
-    p.add_argument("--alpha", type=float, default=None)
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples for the 95%% CI (0 = off)")
+    p.add_argument("--pair", default="de-en", help="language pair for --dataset (default: de-en)")
+    p.add_argument("--split", default="test_2016_flickr", help="split for --dataset (default: test_2016_flickr)")
+    p.add_argument("--data-dir", help="local Multi30k directory (default: $AIAYN_MULTI30K_DIR, else download)")
+    p.add_argument("--beam", type=int, default=None, help=BEAM_HELP)
+    p.add_argument("--alpha", type=float, default=None, help=ALPHA_HELP)
+    p.add_argument("--bootstrap", type=int, default=1000,
+                   help="bootstrap samples for the 95%% CI (default: 1000; 0 = off)")
     p.add_argument("--compare", help="a second model directory: paired significance test against it")
-    p.add_argument("--hyp-out", help="also write the translations to this file")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--hyp-out", help="also write the translations to this file (atomically)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (default: a table)")
+    p.add_argument("--device", default="cpu", help=DEVICE_HELP)
 
     p = sub.add_parser("average", help="average the weights of several checkpoints")
     p.add_argument("checkpoints", nargs="+", help="checkpoint directories of one model")
@@ -38,26 +46,28 @@ def add_parsers(sub) -> None:
     p.add_argument("--force", action="store_true", help="replace an earlier average at --out (default: refuse)")
 
     p = sub.add_parser("attention", help="attention maps of a sentence as PNG, HTML, NPZ or JSON")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("sentence")
     p.add_argument("--target", help="teacher-forced target (default: the model's own beam search output)")
-    p.add_argument("--layer", type=int, help="only this layer (0-based)")
-    p.add_argument("--head", type=int, help="only this head (0-based)")
-    p.add_argument("--kind", default="cross", choices=["cross", "encoder_self", "decoder_self", "all"])
-    p.add_argument("--merge-words", action="store_true", help="merge subwords into words")
+    p.add_argument("--layer", type=int, help="only this layer, 0-based (default: all)")
+    p.add_argument("--head", type=int, help="only this head, 0-based (default: all)")
+    p.add_argument("--kind", default="cross", choices=["cross", "encoder_self", "decoder_self", "all"],
+                   help="which attention (default: cross)")
+    p.add_argument("--merge-words", action="store_true", help="merge subwords into words (default: off)")
     p.add_argument("--out", required=True, help="file: .png (grid), .html (offline page), .npz / .json (data), "
                    ".align (hard alignment i-j from cross-attention; default last layer, all heads)")
-    p.add_argument("--beam", type=int, default=None)
+    p.add_argument("--beam", type=int, default=None, help=BEAM_HELP)
 
     p = sub.add_parser("export", help="convert a Transformer to CTranslate2 (needs aiayn[export])")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("--out", required=True, help="new or empty directory for the CTranslate2 model")
     p.add_argument("--force", action="store_true", help="replace an earlier export at --out (default: refuse)")
 
     p = sub.add_parser("serve", help="web page and JSON API (needs aiayn[web])")
-    p.add_argument("--model", required=True)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine "
+                   "only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
 
 
 def write_atomic(path: str, text: str, inputs=()) -> None:
@@ -83,15 +93,21 @@ def _warn_truncated(results, where: str) -> None:
                   f"translated only its beginning", file=sys.stderr)
 
 
+def _check_decode_args(translator, args, n_best: int, batch_size: int) -> None:
+    from aiayn.decoding.translator import check_options
+
+    beam = translator.decode_cfg.beam if args.beam is None else args.beam
+    alpha = getattr(args, "alpha", None)
+    alpha = translator.decode_cfg.length_penalty if alpha is None else alpha
+    check_options(beam, n_best, alpha, batch_size)
+
+
 def cmd_translate(args) -> int:
     from aiayn.data.corpus import read_lines
-    from aiayn.decoding.translator import Translator, check_options
-    from aiayn.device import resolve_device
+    from aiayn.decoding.translator import Translator
 
-    translator = Translator.from_pretrained(args.model, resolve_device(args.device))
-    beam = translator.decode_cfg.beam if args.beam is None else args.beam
-    alpha = translator.decode_cfg.length_penalty if args.alpha is None else args.alpha
-    check_options(beam, args.n_best, alpha, args.batch_size)  # before reading any input
+    translator = Translator.from_pretrained(args.model, args.device)
+    _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading any input
     options = dict(beam=args.beam, n_best=args.n_best, alpha=args.alpha)
     if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
         lines = read_lines(args.input) if args.input else [line.rstrip("\n") for line in sys.stdin]
@@ -140,6 +156,7 @@ def cmd_evaluate(args) -> int:
 
     sources, refs = _test_set(args)
     translator = Translator.from_pretrained(args.model, args.device)
+    _check_decode_args(translator, args, n_best=1, batch_size=64)
     start = time.perf_counter()
     hyps = [r.text for r in translator.translate(sources, args.beam, 1, args.alpha)]
     seconds = time.perf_counter() - start
@@ -181,6 +198,7 @@ def cmd_attention(args) -> int:
     from aiayn.inspect.render import write_maps
 
     translator = Translator.from_pretrained(args.model)
+    _check_decode_args(translator, args, n_best=1, batch_size=1)
     maps = capture(translator, args.sentence, args.target, beam=args.beam, merge_words=args.merge_words)
     path = write_maps(maps, args.out, kind=args.kind, layer=args.layer, head=args.head)
     print(f"translation: {maps.translation}\nwrote {path}")

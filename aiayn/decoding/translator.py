@@ -52,7 +52,9 @@ class Translator:
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", use_ema: bool = False) -> "Translator":
         from aiayn.checkpoint import load_checkpoint, resolve_model_dir
+        from aiayn.device import resolve_device
 
+        device = resolve_device(device)
         model_dir = resolve_model_dir(path)
         model, cfg, tokenizer = load_checkpoint(model_dir, device, use_ema)
         return cls(model, tokenizer, cfg.decode, device, model_dir)

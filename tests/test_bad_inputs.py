@@ -1,0 +1,424 @@
+"""Bad inputs and careless commands: each case exits with a one-line error (no traceback) that names the
+file, field or option, and leaves every file outside the intended output exactly as it was.
+
+Config and corpus cases are in test_bad_inputs_config_data.py; server cases in test_web_server.py."""
+
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aiayn.cli import main
+
+SENT = "forty five"
+
+
+def tree_digest(root: Path) -> dict:
+    """{relative path: sha256} of every file (and symlink target) under root."""
+    out = {}
+    for path in sorted(Path(root).rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = "-> " + str(path.readlink())
+        elif path.is_file():
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            out[rel] = "dir"
+    return out
+
+
+def run_cli(argv, capsys) -> tuple[int, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def assert_user_error(code, output, *needles):
+    assert code == 2, output
+    assert "Traceback" not in output
+    for needle in needles:
+        assert str(needle) in output, f"{needle!r} not in: {output}"
+
+
+@pytest.fixture
+def workspace(tmp_path, transformer_dir):
+    """Two checkpoints of one model, a fake training run holding them, a user's folder, an input file."""
+    ckpts = tmp_path / "run" / "checkpoints"
+    for step in (1, 2):
+        shutil.copytree(transformer_dir, ckpts / f"step_{step:08d}")
+        torch.save({"progress": {"step": step}}, ckpts / f"step_{step:08d}" / "trainer_state.pt")
+    (tmp_path / "run" / "latest").write_text("step_00000002\n")
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1}\n')
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("years of work")
+    (tmp_path / "in.txt").write_text("forty five\nnine\n")
+    return tmp_path
+
+
+# ---- outputs that would destroy something -----------------------------------------------------------
+def _average_args(ws):
+    return ["average", ws / "run/checkpoints/step_00000001", ws / "run/checkpoints/step_00000002", "--out"]
+
+
+@pytest.mark.parametrize("out, needle", [
+    ("run", "input"),                                # the run directory holding the inputs
+    ("run/checkpoints/step_00000002", "input"),       # one of the inputs
+    ("run/checkpoints/step_00000002/avg", "input"),   # inside an input
+    ("mine", "not empty"),                            # a user's folder
+    ("in.txt", "not a directory"),                    # a file
+])
+def test_average_never_replaces_what_it_did_not_make(workspace, capsys, out, needle):
+    before = tree_digest(workspace)
+    code, output = run_cli(_average_args(workspace) + [workspace / out], capsys)
+    assert_user_error(code, output, needle, workspace / out)
+    assert tree_digest(workspace) == before
+
+
+def test_average_replaces_its_own_output_only_with_force(workspace, capsys):
+    out = workspace / "avg"
+    assert run_cli(_average_args(workspace) + [out], capsys)[0] == 0
+    first = tree_digest(workspace)
+    code, output = run_cli(_average_args(workspace) + [out], capsys)
+    assert_user_error(code, output, "--force", out)
+    assert tree_digest(workspace) == first
+    assert run_cli(_average_args(workspace) + [out, "--force"], capsys)[0] == 0
+    assert not [p for p in workspace.iterdir() if p.name.startswith(".")], "temporary directories left behind"
+
+
+@pytest.mark.parametrize("out, needle", [("run", "input"), ("mine", "not empty"), ("in.txt", "not a directory"),
+                                         ("run/checkpoints/step_00000002", "input")])
+def test_export_never_replaces_what_it_did_not_make(workspace, capsys, out, needle):
+    pytest.importorskip("ctranslate2")
+    before = tree_digest(workspace)
+    code, output = run_cli(["export", "--model", workspace / "run", "--out", workspace / out], capsys)
+    assert_user_error(code, output, needle)
+    assert tree_digest(workspace) == before
+
+
+def test_export_replaces_its_own_output_only_with_force(workspace, capsys):
+    pytest.importorskip("ctranslate2")
+    args = ["export", "--model", workspace / "run", "--out", workspace / "ct2"]
+    assert run_cli(args, capsys)[0] == 0
+    assert_user_error(*run_cli(args, capsys), "--force")
+    assert run_cli(args + ["--force"], capsys)[0] == 0
+    assert (workspace / "ct2" / "model.bin").exists()
+
+
+def test_translate_output_same_as_stdin_reads_before_replacing(workspace, capsys, monkeypatch):
+    """`aiayn translate --output f < f` used to truncate f before reading it."""
+    f = workspace / "in.txt"
+    with open(f, encoding="utf-8") as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        code, output = run_cli(["translate", "--model", workspace / "run", "--output", f], capsys)
+    assert code == 0, output
+    assert len(f.read_text().splitlines()) == 2
+
+
+def test_translate_output_equal_to_input_is_refused(workspace, capsys):
+    before = tree_digest(workspace)
+    f = workspace / "in.txt"
+    code, output = run_cli(["translate", "--model", workspace / "run", "--input", f, "--output", f], capsys)
+    assert_user_error(code, output, "also an input")
+    assert tree_digest(workspace) == before
+
+
+def test_planted_symlink_at_a_temporary_name_is_not_followed(workspace, capsys):
+    """The old helpers wrote through `.out.txt.tmp` and `.maps.tmp.json`; temp names are now unique."""
+    victim = workspace / "victim.txt"
+    victim.write_text("precious")
+    for name in (".out.txt.tmp", ".maps.tmp.json", ".out.txt.tmp.txt"):
+        (workspace / name).symlink_to(victim)
+    args = ["translate", "--model", workspace / "run", "--input", workspace / "in.txt", "--output",
+            workspace / "out.txt"]
+    assert run_cli(args, capsys)[0] == 0
+    args = ["attention", "--model", workspace / "run", SENT, "--out", workspace / "maps.json"]
+    assert run_cli(args, capsys)[0] == 0
+    assert victim.read_text() == "precious"
+    assert (workspace / "out.txt").read_text().count("\n") == 2
+
+
+@pytest.mark.parametrize("output, needle", [("mine", "is a directory"), ("missing/out.txt", "does not exist")])
+def test_translate_output_path_errors(workspace, capsys, output, needle):
+    before = tree_digest(workspace)
+    code, out = run_cli(["translate", "--model", workspace / "run", "--input", workspace / "in.txt",
+                         "--output", workspace / output], capsys)
+    assert_user_error(code, out, needle, workspace / output)
+    assert tree_digest(workspace) == before
+
+
+def test_failed_atomic_write_leaves_target_and_no_temporary_file(tmp_path):
+    from aiayn.checkpoint import atomic_path
+
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("disk full")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_killed_tokenizer_write_leaves_no_partial_file(tmp_path, monkeypatch):
+    """tokenizer.model used to be written in place: a kill then left a 0-byte file and the run could
+    never resume. The kill is simulated at the rename of the finished temporary file."""
+    import aiayn.checkpoint as checkpoint
+    from aiayn.config import load_config
+    from aiayn.training.run import prepare_run
+
+    def killed(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint.os, "replace", killed)
+    cfg = load_config(None, ["data.synthetic_train=200", "data.synthetic_valid=10", "data.vocab_size=64"])
+    with pytest.raises(KeyboardInterrupt):
+        prepare_run(cfg, tmp_path / "run")
+    assert not (tmp_path / "run" / "tokenizer.model").exists()
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".")]
+
+
+# ---- checkpoints that do not belong together, or are damaged ---------------------------------------------
+def _damage_tokenizer(model, other):
+    from aiayn.data.synthetic import number_task
+    from aiayn.data.tokenizer import Tokenizer
+
+    pairs = number_task(300, 5, 5, seed=3)["train"]
+    (model / "tokenizer.model").write_bytes(Tokenizer.train([s for p in pairs for s in p], 60).proto)
+
+
+def _edit_config(model, old, new):
+    path = model / "config.yaml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+DAMAGE = {
+    "tokenizer of another model": (_damage_tokenizer, "tokenizer.model"),
+    "n_heads edited 4 -> 2": (lambda m, o: _edit_config(m, "n_heads: 4", "n_heads: 2"), "model.n_heads"),
+    "d_ff edited (shapes differ)": (lambda m, o: _edit_config(m, "d_ff: 256", "d_ff: 128"), "model.d_ff"),
+    "weights truncated": (lambda m, o: (m / "model.safetensors").write_bytes(
+        (m / "model.safetensors").read_bytes()[:1000]), "model.safetensors"),
+    "weights random bytes": (lambda m, o: (m / "model.safetensors").write_bytes(b"\x07" * 5000), "model.safetensors"),
+    "tokenizer random bytes": (lambda m, o: (m / "tokenizer.model").write_bytes(b"junk" * 99), "tokenizer.model"),
+    "config not YAML": (lambda m, o: (m / "config.yaml").write_text("model: [unclosed"), "config.yaml"),
+    "config a list": (lambda m, o: (m / "config.yaml").write_text("- 1\n- 2\n"), "config.yaml"),
+    "config n_heads 0": (lambda m, o: _edit_config(m, "n_heads: 4", "n_heads: 0"), "n_heads"),
+    "no tokenizer": (lambda m, o: (m / "tokenizer.model").unlink(), "tokenizer.model"),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_inconsistent_or_damaged_checkpoint_is_a_clear_error(tmp_path, transformer_dir, capsys, case):
+    model = tmp_path / "model"
+    shutil.copytree(transformer_dir, model)
+    damage, needle = DAMAGE[case]
+    damage(model, transformer_dir)
+    before = tree_digest(tmp_path)
+    code, output = run_cli(["translate", "--model", model, "--input", "/dev/null"], capsys)
+    assert_user_error(code, output, needle)
+    assert tree_digest(tmp_path) == before
+
+
+# ---- decoding options, devices ------------------------------------------------------------------------
+@pytest.mark.parametrize("option, needle", [
+    (["--beam", "0"], "beam=0"), (["--n-best", "0"], "n_best=0"), (["--n-best", "-1"], "n_best=-1"),
+    (["--beam", "2", "--n-best", "3"], "n_best=3"), (["--alpha", "nan"], "alpha"), (["--alpha", "-1"], "alpha"),
+    (["--batch-size", "0"], "batch_size=0"), (["--device", "cuda"], "no GPU is visible"),
+    (["--device", "banana"], "--device"),
+])
+def test_decoding_options_are_checked(transformer_dir, tmp_path, capsys, option, needle):
+    if option == ["--device", "cuda"] and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    src = tmp_path / "in.txt"
+    src.write_text(SENT + "\n")
+    code, output = run_cli(["translate", "--model", transformer_dir, "--input", src, *option], capsys)
+    assert_user_error(code, output, needle)
+
+
+def test_translator_api_checks_options_and_reports_truncation(transformer_dir):
+    from aiayn.decoding.translator import Translator
+    from aiayn.errors import AiaynError
+
+    t = Translator.from_pretrained(transformer_dir)
+    for kwargs in ({"beam": 0}, {"n_best": 0}, {"alpha": float("nan")}, {"batch_size": 0}, {"beam": True}):
+        with pytest.raises(AiaynError):
+            t.translate([SENT], **kwargs)
+    with pytest.raises(AiaynError, match="list of strings"):
+        t.translate(SENT)
+    t._max_source_len = lambda: 8  # a model that takes at most 8 source tokens
+    long, short = t.translate(["forty five thousand six hundred seventy eight nine nine nine", SENT], beam=1)
+    assert long.truncated and not short.truncated and len(long.src_tokens) == 8
+
+
+def test_long_source_warns_on_the_command_line(transformer_dir, tmp_path, capsys, monkeypatch):
+    from aiayn.decoding.translator import Translator
+
+    monkeypatch.setattr(Translator, "_max_source_len", lambda self: 4)
+    src = tmp_path / "in.txt"
+    src.write_text("nine\nforty five thousand six hundred\n")
+    code, output = run_cli(["translate", "--model", transformer_dir, "--input", src], capsys)
+    assert code == 0 and f"{src}:2: longer than the model's maximum" in output and f"{src}:1" not in output
+
+
+# ---- training runs: resume only the same experiment --------------------------------------------------
+TINY = ["data.synthetic_train=300", "data.synthetic_valid=10", "data.vocab_size=64", "model.d_model=32",
+        "model.d_ff=64", "train.max_tokens=512", "train.warmup_steps=4", "train.bleu_sentences=5",
+        "train.num_threads=1", "train.eval_every=4", "train.save_every=4", "train.average_last=1"]
+
+
+def train_args(out, *extra):
+    return ["train", "--out", str(out)] + [x for s in [*TINY, *extra] for x in ("--set", s)]
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("trained") / "run"
+    assert main(train_args(out, "train.max_steps=8")) == 0
+    return out
+
+
+def _copy_run(trained_run, tmp_path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    return run
+
+
+def test_resume_with_another_config_is_refused_and_changes_nothing(trained_run, tmp_path, capsys):
+    run = _copy_run(trained_run, tmp_path)
+    before = tree_digest(run)
+    code, output = run_cli(train_args(run, "train.max_steps=12", "model.d_model=64"), capsys)
+    assert_user_error(code, output, "model.d_model: 32 in the run, 64 now")
+    assert tree_digest(run) == before
+
+
+def test_resume_on_other_data_is_refused(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, text in (("train.en", "one\ntwo\nthree\n" * 20), ("train.de", "eins\nzwei\ndrei\n" * 20),
+                       ("valid.en", "two\n"), ("valid.de", "zwei\n")):
+        (data / name).write_text(text)
+    files = ["data.dataset=files", f"data.train_src={data}/train.en", f"data.train_tgt={data}/train.de",
+             f"data.valid_src={data}/valid.en", f"data.valid_tgt={data}/valid.de", "data.vocab_size=30",
+             "train.max_steps=4"]
+    run = tmp_path / "run"
+    assert run_cli(train_args(run, *files), capsys)[0] == 0
+    (data / "train.de").write_text("un\ndeux\ntrois\n" * 20)
+    before = tree_digest(run)
+    code, output = run_cli(train_args(run, *files, "train.max_steps=8"), capsys)
+    assert_user_error(code, output, "other data")
+    assert tree_digest(run) == before
+
+
+def test_train_into_a_users_folder_is_refused(workspace, capsys):
+    before = tree_digest(workspace)
+    code, output = run_cli(train_args(workspace / "mine", "train.max_steps=2"), capsys)
+    assert_user_error(code, output, "not empty", workspace / "mine")
+    assert tree_digest(workspace) == before
+
+
+def test_latest_pointing_outside_the_run_is_refused(trained_run, tmp_path, capsys):
+    run = _copy_run(trained_run, tmp_path)
+    (run / "latest").write_text("../../elsewhere\n")
+    code, output = run_cli(train_args(run, "train.max_steps=12"), capsys)
+    assert_user_error(code, output, "latest", "not a checkpoint name")
+    code, output = run_cli(["translate", "--model", run / "checkpoints", "--input", "/dev/null"], capsys)
+    assert code == 2
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_damaged_trainer_state_falls_back_to_the_previous_checkpoint(trained_run, tmp_path, capsys, caplog,
+                                                                     damage):
+    run = _copy_run(trained_run, tmp_path)
+    state = run / "checkpoints" / "step_00000008" / "trainer_state.pt"
+    state.write_bytes(b"\x80garbage") if damage == "corrupt" else state.unlink()
+    code, output = run_cli(train_args(run, "train.max_steps=8"), capsys)
+    assert code == 0, output
+    warning = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert "cannot resume from" in warning and "step_00000008" in warning and "trainer_state.pt" in warning
+    assert f"resuming from {run / 'checkpoints' / 'step_00000004'} (step 4)" in output
+    redone = load_file(str(run / "checkpoints" / "step_00000008" / "model.safetensors"))
+    original = load_file(str(trained_run / "checkpoints" / "step_00000008" / "model.safetensors"))
+    for k in original:  # the redone steps 5-8 reproduce the lost checkpoint exactly
+        torch.testing.assert_close(redone[k], original[k], rtol=0, atol=0)
+
+
+# ---- the command line's manners ---------------------------------------------------------------------
+def test_no_command_prints_help_and_version(capsys):
+    code, output = run_cli([], capsys)
+    assert code == 0 and "translate" in output and "usage" in output
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and "aiayn 0." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command, options", [
+    ("serve", ["--host", "--port"]), ("attention", ["--kind", "--layer", "--head"]),
+    ("translate", ["--n-best", "--batch-size", "--device", "--beam", "--alpha"]),
+    ("evaluate", ["--split", "--beam", "--alpha", "--bootstrap", "--pair"]), ("demo", ["--out"]),
+    ("train", ["--device"]),
+])
+def test_every_option_help_states_its_default(command, options, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    entries, current = {}, None  # option -> its help text (argparse: "  --opt ARG  help", continued below)
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("  -"):
+            current = line.split()[0].rstrip(",")
+            entries[current] = line
+        elif current and line.startswith("    "):
+            entries[current] += line
+    for option in options:
+        assert "default" in entries[option], f"{command} {option}: no default in its help"
+
+
+def test_ctrl_c_outside_training_is_not_a_traceback(transformer_dir, tmp_path, capsys, monkeypatch):
+    from aiayn.decoding.translator import Translator
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Translator, "translate", interrupted)
+    (tmp_path / "in.txt").write_text(SENT + "\n")
+    code, output = run_cli(["translate", "--model", transformer_dir, "--input", tmp_path / "in.txt"], capsys)
+    assert code == 130 and "Traceback" not in output and "interrupted" in output
+
+
+def test_interactive_translate_says_how_to_end(transformer_dir, capsys, monkeypatch):
+    import io
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Tty(SENT + "\n"))
+    code, output = run_cli(["translate", "--model", transformer_dir], capsys)
+    assert code == 0 and "loaded" in output and "Ctrl-D" in output
+
+
+def test_debug_shows_the_traceback_and_bugs_are_not_hidden(tmp_path, monkeypatch):
+    from aiayn.checkpoint import CheckpointError
+    from aiayn.decoding.translator import Translator
+
+    with pytest.raises(CheckpointError):
+        main(["--debug", "translate", "--model", str(tmp_path / "missing")])
+
+    def bug(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(Translator, "from_pretrained", bug)
+    with pytest.raises(ZeroDivisionError):
+        main(["translate", "--model", str(tmp_path)])
+
+
+def test_train_says_why_it_stopped_and_names_only_existing_directories(trained_run, tmp_path, capsys):
+    run = _copy_run(trained_run, tmp_path)
+    code, output = run_cli(train_args(run, "train.max_steps=12"), capsys)
+    assert code == 0
+    assert "resuming from" in output and "(step 8)" in output
+    assert "stopped at step 12" in output and "train.max_steps=12" in output
+    line = next(x for x in output.splitlines() if x.startswith("model directories:"))
+    assert all(Path(p).exists() for p in line.split(":", 1)[1].split())
