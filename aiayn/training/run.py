@@ -108,8 +108,9 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu") ->
     """bleu_factory(tokenizer, valid_pairs, cfg) -> (model -> dev BLEU), supplied by the caller."""
     out = Path(out)
     dev = resolve_device(device)
-    check_output(out)
     dist = D.init_distributed(dev)
+    check_output(out)
+    D.barrier(dist)  # every process has checked before any of them writes
     if dev.type == "cuda":
         dev = torch.device("cuda", dist.local_rank)
     if cfg.train.num_threads:
