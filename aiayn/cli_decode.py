@@ -10,6 +10,14 @@ BEAM_HELP = "beam size (default: the model's decode.beam, 4 in the paper)"
 ALPHA_HELP = "length penalty alpha, >= 0 (default: the model's decode.length_penalty, 0.6 in the paper)"
 
 
+def _port(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
+    return int(text)
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser("translate", help="translate lines (stdin, interactive, or --input FILE)")
     p.add_argument("--model", required=True, help=MODEL_HELP)
@@ -67,7 +75,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine "
                    "only)")
-    p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    p.add_argument("--port", type=_port, default=8000, help="port, 1-65535 (default: 8000)")
 
 
 def write_atomic(path: str, text: str, inputs=()) -> None:

@@ -422,3 +422,10 @@ def test_train_says_why_it_stopped_and_names_only_existing_directories(trained_r
     assert "stopped at step 12" in output and "train.max_steps=12" in output
     line = next(x for x in output.splitlines() if x.startswith("model directories:"))
     assert all(Path(p).exists() for p in line.split(":", 1)[1].split())
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "http"])
+def test_serve_port_is_checked(transformer_dir, capsys, port):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--model", str(transformer_dir), "--port", port])
+    assert exit_info.value.code == 2 and "not a port number" in capsys.readouterr().err
