@@ -340,12 +340,14 @@ def average_checkpoints(paths: list[Path], out: Path, force: bool = False) -> Pa
         raise CheckpointError("no checkpoints to average")
     paths = [Path(p) for p in paths]
     check_output_dir(out, "average", force, inputs=paths)
-    total = None
+    total, first_config = None, None
     for p in paths:
-        weights, _ = read_weights(_require(p, "model.safetensors"))
+        weights, metadata = read_weights(_require(p, "model.safetensors"))
+        config = metadata.get("aiayn_model_config")
         if total is None:
-            total = {k: v.double() for k, v in weights.items()}
-        elif weights.keys() != total.keys() or any(v.shape != total[k].shape for k, v in weights.items()):
+            total, first_config = {k: v.double() for k, v in weights.items()}, config
+        elif weights.keys() != total.keys() or any(v.shape != total[k].shape for k, v in weights.items()) \
+                or (config and first_config and config != first_config):
             raise CheckpointError(f"{p}: its tensors differ from {paths[0]}'s; only checkpoints of one model "
                                   f"can be averaged")
         else:

@@ -429,3 +429,16 @@ def test_serve_port_is_checked(transformer_dir, capsys, port):
     with pytest.raises(SystemExit) as exit_info:
         main(["serve", "--model", str(transformer_dir), "--port", port])
     assert exit_info.value.code == 2 and "not a port number" in capsys.readouterr().err
+
+
+def test_average_of_two_different_models_is_refused(workspace, tokenizer, capsys):
+    """Same tensor shapes, another n_heads: averaging them would silently mix two models."""
+    from aiayn.checkpoint import load_checkpoint, save_checkpoint
+
+    model, cfg, tok = load_checkpoint(workspace / "run/checkpoints/step_00000001")
+    cfg.model.n_heads = 2
+    save_checkpoint(workspace / "two_heads", model, cfg, tok)
+    code, output = run_cli(["average", workspace / "run/checkpoints/step_00000001", workspace / "two_heads",
+                            "--out", workspace / "avg"], capsys)
+    assert_user_error(code, output, "only checkpoints of one model")
+    assert not (workspace / "avg").exists()
