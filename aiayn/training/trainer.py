@@ -127,7 +127,10 @@ class Trainer:
         weights, _ = read_weights(checkpoint / "model.safetensors")
         ema = read_weights(checkpoint / "ema.safetensors")[0] if self.ema is not None and \
             (checkpoint / "ema.safetensors").exists() else None
-        step = state.get("progress", {}).get("step") if isinstance(state, dict) else None
+        missing = {"optimizer", "scheduler", "progress", "rng"} - set(state if isinstance(state, dict) else ())
+        if missing:
+            raise CheckpointError(f"{checkpoint}: trainer_state.pt lacks {sorted(missing)}")
+        step = state["progress"].get("step")
         if step != int(checkpoint.name[5:]):
             raise CheckpointError(f"{checkpoint}: trainer_state.pt is for step {step}, not this checkpoint's")
         tokenizer_file = checkpoint / "tokenizer.model"
