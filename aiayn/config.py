@@ -1,7 +1,9 @@
 """Experiment configuration: typed dataclasses, YAML loading, dotted `--set` overrides, validation.
 
-An unknown key is an error that names the nearest valid key; a value of the wrong type is an error
-that names the field. The resolved config is saved (as YAML) in every checkpoint.
+An unknown key is an error that names the nearest valid key; a value of the wrong type or out of its
+range is an error that names the field and where it was set (the file, or --set); a key written twice
+in one mapping is an error (PyYAML would silently keep the last). The resolved config is saved (as YAML)
+in every checkpoint.
 """
 
 import dataclasses
@@ -12,8 +14,9 @@ from pathlib import Path
 
 import yaml
 
+from aiayn.data import multi30k
 from aiayn.errors import AiaynError
-from aiayn.model.build import ModelConfig
+from aiayn.model.build import FieldError, ModelConfig, above, at_least, between, check_fields, fraction
 
 
 class ConfigError(AiaynError):
@@ -81,12 +84,104 @@ class ExperimentConfig:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
+# Rules per section (field -> what is wrong, or None); model rules live with ModelConfig in model/build.py.
+# Every float field must also be finite. Seeds: torch and numpy take any 32-bit unsigned seed.
+def _betas(value):
+    ok = len(value) == 2 and all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1
+                                 for b in value)
+    return None if ok else "must be two numbers in [0, 1), e.g. [0.9, 0.98]"
+
+
+DATA_RULES = {
+    "vocab_size": at_least(8),  # 4 special pieces (pad, unk, <s>, </s>) and some characters
+    "max_len": at_least(1),
+    "synthetic_train": between(1, 10_000_000),
+    "synthetic_valid": between(1, 100_000),  # valid and test draw distinct numbers from < 1,000,000
+    "synthetic_seed": between(0, 2**32 - 1),
+}
+TRAIN_RULES = {
+    "seed": between(0, 2**32 - 1), "max_tokens": at_least(1), "accumulate": at_least(1), "max_steps": at_least(1),
+    "max_epochs": at_least(1), "max_minutes": at_least(0), "lr_factor": above(0), "warmup_steps": at_least(1),
+    "adam_betas": _betas, "adam_eps": above(0), "label_smoothing": fraction, "clip_norm": at_least(0),
+    "eval_every": at_least(1), "bleu_every": at_least(0), "bleu_sentences": at_least(1), "save_every": at_least(1),
+    "keep_last": at_least(1), "average_last": at_least(0), "patience": at_least(0), "ema_decay": fraction,
+    "log_every": at_least(1), "num_threads": at_least(0),
+}
+DECODE_RULES = {"beam": at_least(1), "length_penalty": at_least(0), "max_len_a": at_least(0), "max_len_b": at_least(1)}
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key, line: int, first_line: int):
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key written twice in one mapping (SafeLoader silently keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        first_line = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may be overridden: not a duplicate
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # an unhashable key: SafeLoader's own error follows
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                raise DuplicateKeyError(key, line, first_line[key])
+            first_line[key] = line
+        return super().construct_mapping(node, deep)
+
+
+def _yaml(text: str, where: str, hint: str = ""):
+    """Parse with _StrictLoader; errors become one line naming `where` (a file, or the --set item)."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except DuplicateKeyError as err:
+        lines = f" at line {err.line} (first at line {err.first_line})" if err.first_line != err.line else ""
+        raise ConfigError(f"{where}: duplicate key {err.key!r}{lines}; YAML would keep only the last, so keep "
+                          f"only one") from None
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{where}: not valid YAML ({err.problem or err.context}{at}){hint}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{where}: not valid YAML ({err}){hint}") from None
+
+
+def _read_file(path: Path) -> dict:
+    """The top-level mapping of a YAML config file, with an error naming the file for each way it can fail."""
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory; give a YAML file such as configs/demo.yaml")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); save the config as UTF-8") from None
+    except OSError as err:
+        raise ConfigError(f"config file {path}: cannot read it ({err.strerror}); check its permissions") from None
+    values = _yaml(text, str(path))
+    if values is None:  # an empty file (or only comments): the defaults
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections (data:, model:, train:, decode:), "
+                          f"got {type(values).__name__} {values!r:.60}")
+    return values
+
+
 def _coerce(value, annotation, where: str):
     """Check/convert a YAML value to the field's declared type."""
     if annotation is typing.Any:
         return value
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if annotation is float and isinstance(value, str):  # YAML 1.1 reads 1e-9 (no dot) as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
     if annotation is tuple and isinstance(value, list):
         return tuple(value)
     if isinstance(annotation, type) and not isinstance(value, annotation):
@@ -96,7 +191,10 @@ def _coerce(value, annotation, where: str):
     return value
 
 
-def _apply(obj, values: dict, prefix: str, source: str):
+def _apply(obj, values, prefix: str, source: str, origins: dict):
+    """Set the fields of obj from values (a mapping), recording in origins where each field was set."""
+    if values is None and prefix:  # a section with every key commented out
+        return
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: section {prefix.rstrip('.') or '<top>'} must be a mapping, got {values!r}")
     fields = {f.name: f for f in dataclasses.fields(obj)}
@@ -108,59 +206,97 @@ def _apply(obj, values: dict, prefix: str, source: str):
             raise ConfigError(f"{source}: unknown key {prefix}{key}{hint}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
-            _apply(current, value, f"{prefix}{key}.", source)
+            _apply(current, value, f"{prefix}{key}.", source, origins)
         else:
             setattr(obj, key, _coerce(value, hints[key], f"{source}: {prefix}{key}"))
+            origins[f"{prefix}{key}"] = source
 
 
 def _parse_override(item: str) -> tuple[list[str], object]:
     if "=" not in item:
         raise ConfigError(f"--set {item!r}: expected key=value, for example train.max_steps=200")
     key, raw = item.split("=", 1)
-    return key.strip().split("."), yaml.safe_load(raw) if raw != "" else ""
+    keys = key.strip().split(".")
+    if not all(keys):
+        raise ConfigError(f"--set {item!r}: empty key; expected section.key=value, for example train.max_steps=200")
+    return keys, _yaml(raw, f"--set {item!r}", "; quote a text value") if raw != "" else ""
 
 
 def _nest(path: list[str], value) -> dict:
     return {path[0]: value} if len(path) == 1 else {path[0]: _nest(path[1:], value)}
 
 
+def _use_preset(cfg: ExperimentConfig, values: dict, source: str, origins: dict) -> None:
+    """`model: {preset: NAME}` in a file: start the model from that preset, then apply the file's keys."""
+    model = values.get("model")
+    preset = model.pop("preset", None) if isinstance(model, dict) else None
+    if preset is None:
+        return
+    try:
+        cfg.model = ModelConfig.preset(preset)
+    except FieldError as err:
+        raise ConfigError(f"{source}: {err}") from None
+    origins.update({f"model.{f.name}": f"{source} (model.preset={preset})" for f in dataclasses.fields(cfg.model)})
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> ExperimentConfig:
     """Defaults <- YAML file (if any) <- `--set` overrides; then validated."""
-    cfg = ExperimentConfig()
+    cfg, origins = ExperimentConfig(), {}
     if path is not None:
-        path = Path(path)
-        if not path.exists():
-            raise ConfigError(f"config file {path} does not exist")
-        try:
-            values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from err
-        preset = values.get("model", {}).pop("preset", None) if isinstance(values.get("model"), dict) else None
-        if preset:
-            cfg.model = ModelConfig.preset(preset)
-        _apply(cfg, values, "", str(path))
+        values = _read_file(Path(path))
+        _use_preset(cfg, values, str(path), origins)
+        _apply(cfg, values, "", str(path), origins)
     for item in overrides:
         keys, value = _parse_override(item)
-        _apply(cfg, _nest(keys, value), "", "--set")
-    return validate(cfg)
+        _apply(cfg, _nest(keys, value), "", "--set", origins)
+    return validate(cfg, origins)
 
 
-def validate(cfg: ExperimentConfig) -> ExperimentConfig:
-    if cfg.data.dataset not in ("synthetic", "multi30k", "files"):
-        raise ConfigError(f"data.dataset={cfg.data.dataset!r} must be synthetic, multi30k or files")
-    if cfg.data.dataset == "files" and not (cfg.data.train_src and cfg.data.train_tgt):
-        raise ConfigError("data.dataset=files needs data.train_src and data.train_tgt")
-    for name in ("max_tokens", "accumulate", "max_steps", "warmup_steps", "eval_every", "save_every"):
-        if getattr(cfg.train, name) < 1:
-            raise ConfigError(f"train.{name}={getattr(cfg.train, name)} must be >= 1")
-    if not 0 <= cfg.train.label_smoothing < 1:
-        raise ConfigError(f"train.label_smoothing={cfg.train.label_smoothing} must be in [0, 1)")
-    if cfg.decode.beam < 1:
-        raise ConfigError(f"decode.beam={cfg.decode.beam} must be >= 1")
+def _check_data(cfg: ExperimentConfig) -> None:
+    data = cfg.data
+    if data.dataset not in ("synthetic", "multi30k", "files"):
+        raise FieldError("data.dataset", f"data.dataset={data.dataset!r} must be synthetic, multi30k or files")
+    if data.dataset == "files":
+        missing = [f"data.{k}" for k in ("train_src", "train_tgt", "valid_src", "valid_tgt") if not getattr(data, k)]
+        if missing:
+            raise FieldError("data.dataset", f"data.dataset=files needs data.train_src, data.train_tgt, "
+                             f"data.valid_src and data.valid_tgt (missing: {', '.join(missing)})")
+    if data.dataset == "multi30k":
+        for name, value, allowed in (("src_lang", data.src_lang, multi30k.LANGS),
+                                     ("tgt_lang", data.tgt_lang, multi30k.LANGS),
+                                     ("valid_split", data.valid_split, multi30k.SPLITS)):
+            if value not in allowed:
+                raise FieldError(f"data.{name}", f"data.{name}={value!r}: Multi30k has {', '.join(allowed)}")
+        if data.src_lang == data.tgt_lang:
+            raise FieldError(("data.src_lang", "data.tgt_lang"), f"data.src_lang and data.tgt_lang are both "
+                             f"{data.src_lang!r}; choose two languages")
+
+
+def _check_lengths(cfg: ExperimentConfig) -> None:
+    """Training pairs of up to data.max_len tokens get <s> or </s> added: the model needs data.max_len + 1
+    positions (a Transformer's position table, a location score's output size), else training crashes."""
+    has_positions = cfg.model.arch == "transformer" or cfg.model.score == "location"
+    if has_positions and cfg.data.max_len >= cfg.model.max_len:
+        raise FieldError(("data.max_len", "model.max_len", "model.arch"), f"data.max_len={cfg.data.max_len} "
+                         f"must be < model.max_len={cfg.model.max_len} (sentences get <s> or </s> added); lower "
+                         f"data.max_len or raise model.max_len")
+
+
+def validate(cfg: ExperimentConfig, origins: dict | None = None, training: bool = True) -> ExperimentConfig:
+    """Every field against its rule; an error names the field and, when known, where it was set.
+    training=False checks only what inference uses (model, decode): a saved run's data and train sections
+    were checked when it started, and an older run may predate a rule."""
     try:
         cfg.model.validate()
-    except ValueError as err:
-        raise ConfigError(str(err)) from err
+        check_fields(cfg.decode, "decode", DECODE_RULES)
+        if training:
+            check_fields(cfg.data, "data", DATA_RULES)
+            check_fields(cfg.train, "train", TRAIN_RULES)
+            _check_data(cfg)
+            _check_lengths(cfg)
+    except FieldError as err:
+        where = next((origins[f] for f in err.fields if f in (origins or {})), None)
+        raise ConfigError(f"{where}: {err}" if where else str(err)) from None
     return cfg
 
 
@@ -175,9 +311,10 @@ def config_yaml(cfg: ExperimentConfig) -> str:
     return yaml.safe_dump(to_dict(cfg), sort_keys=False)
 
 
-def config_from_dict(values: dict, source: str = "config") -> ExperimentConfig:
-    cfg = ExperimentConfig()
-    _apply(cfg, values, "", source)
-    return validate(cfg)
+def config_from_dict(values: dict, source: str = "config", training: bool = False) -> ExperimentConfig:
+    """A saved config (a checkpoint's config.yaml); see validate() for `training`."""
+    cfg, origins = ExperimentConfig(), {}
+    _apply(cfg, values, "", source, origins)
+    return validate(cfg, origins, training)
 
 

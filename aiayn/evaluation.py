@@ -7,6 +7,33 @@ from dataclasses import asdict, dataclass
 import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF, TER
 
+from aiayn.errors import AiaynError
+
+# A 95% interval reads the 2.5th and 97.5th percentiles of the resampled scores: with fewer than 100
+# samples each end rests on one or two resampled scores and the interval is noise (with 1 sample it is
+# one point, which may exclude the score itself). Past 10,000 the interval hardly changes; only the
+# time and memory (samples x sentences indices) grow.
+MIN_BOOTSTRAP = 100
+MAX_BOOTSTRAP = 10_000
+
+
+class EvaluationError(AiaynError):
+    """Inputs that cannot be scored: misaligned or empty, or a bootstrap too small to mean anything."""
+
+
+def check_bootstrap(n_samples: int, option: str = "--bootstrap") -> None:
+    """0 = no interval; else MIN_BOOTSTRAP..MAX_BOOTSTRAP samples. Callers check before translating."""
+    if n_samples != 0 and not MIN_BOOTSTRAP <= n_samples <= MAX_BOOTSTRAP:
+        raise EvaluationError(f"{option} {n_samples}: a 95% confidence interval needs {MIN_BOOTSTRAP} to "
+                              f"{MAX_BOOTSTRAP:,} bootstrap samples (1000 is usual); 0 turns it off")
+
+
+def check_test_set(hyps: list[str], refs: list[str]) -> None:
+    if len(hyps) != len(refs):
+        raise EvaluationError(f"{len(hyps)} hypotheses but {len(refs)} references; they must be aligned")
+    if not hyps:
+        raise EvaluationError("no sentences to score; give a test set with at least one line")
+
 
 def corpus_bleu(hyps: list[str], refs: list[str], lowercase: bool = False):
     return BLEU(lowercase=lowercase).corpus_score(hyps, [refs])
@@ -28,8 +55,8 @@ def _metrics():
 def evaluate_corpus(hyps: list[str], refs: list[str], bootstrap: int = 1000, seed: int = 12345) -> list[Score]:
     """Each metric's corpus score, its signature, and a bootstrap 95% CI (sacreBLEU's paired bootstrap
     machinery with one system: the spread of the score over resampled test sets)."""
-    if len(hyps) != len(refs):
-        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references; they must be aligned")
+    check_test_set(hyps, refs)
+    check_bootstrap(bootstrap)
     results = []
     for name, metric in _metrics().items():
         score = metric.corpus_score(hyps, [refs])
@@ -55,6 +82,11 @@ def compare_systems(baseline: list[str], candidate: list[str], refs: list[str], 
     """Paired bootstrap resampling (Koehn 2004) via sacreBLEU: is `candidate` significantly different?"""
     from sacrebleu.significance import PairedTest
 
+    check_test_set(candidate, refs)
+    check_test_set(baseline, refs)
+    if n_samples == 0:
+        raise EvaluationError("compare_systems: n_samples=0; a significance test needs bootstrap samples")
+    check_bootstrap(n_samples, "n_samples")
     named = [("baseline", baseline), ("candidate", candidate)]
     test = PairedTest(named, {"BLEU": BLEU(), "chrF": CHRF()}, references=[refs], test_type="bs",
                       n_samples=n_samples)
@@ -71,4 +103,5 @@ def as_dicts(scores: list[Score]) -> list[dict]:
     return [asdict(s) for s in scores]
 
 
-__all__ = ["Score", "as_dicts", "compare_systems", "corpus_bleu", "evaluate_corpus", "sacrebleu"]
+__all__ = ["EvaluationError", "Score", "as_dicts", "check_bootstrap", "compare_systems", "corpus_bleu",
+           "evaluate_corpus", "sacrebleu"]

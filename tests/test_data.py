@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.data import multi30k
+from aiayn.data import corpus, multi30k
 from aiayn.data.batching import Example, collate, make_batches
-from aiayn.data.corpus import CorpusError, read_parallel
+from aiayn.data.corpus import CorpusError, read_lines, read_parallel
 from aiayn.data.synthetic import english, german, number_task
 
 
@@ -129,3 +129,53 @@ def test_token_budget_batching():
     assert batches == make_batches(examples, 64, 3, 0) and batches != make_batches(examples, 64, 3, 1)
     batch = collate([examples[0], examples[5]], pad_id=0, bos_id=2, eos_id=3)
     assert batch.tgt_in[0, 0] == 2 and batch.tgt_out[0, 1] == 3 and batch.n_tokens == 2 + 7
+
+
+def test_read_lines_keeps_line_endings_semantics(tmp_path):
+    f = write(tmp_path / "f.txt", b"a\r\n\nc")  # CRLF, a blank line, no final newline
+    assert read_lines(f) == ["a", "", "c"]
+    assert read_lines(write(tmp_path / "g.txt", b"\n")) == [""]
+
+
+def test_directory_and_damaged_gzip_are_named(tmp_path):
+    with pytest.raises(CorpusError, match=r"is a directory"):
+        read_lines(tmp_path)
+    data = gzip.compress(b"".join(b"sentence %d\n" % i for i in range(5000)))
+    cases = {"truncated.gz": data[: len(data) // 2], "notgzip.gz": b"plain text\n",
+             "corrupt.gz": data[:12] + bytes(b ^ 0x5A for b in data[12:40]) + data[40:]}
+    for name, blob in cases.items():
+        with pytest.raises(CorpusError, match=rf"{name}:\d+: damaged gzip file"):
+            read_lines(write(tmp_path / name, blob))
+
+
+def test_line_and_size_limits(tmp_path, monkeypatch):
+    """A file without newlines (a binary, /dev/zero, a gzip bomb of zeros) stops at the first line."""
+    bomb = write(tmp_path / "bomb.gz", gzip.compress(b"\0" * 20_000_000))
+    with pytest.raises(CorpusError, match=r"bomb.gz:1: line longer than 100,000 characters"):
+        read_lines(bomb)
+    if Path("/dev/zero").exists():
+        with pytest.raises(CorpusError, match=r"/dev/zero:1: line longer"):
+            read_lines("/dev/zero")
+    long_line = "ä" * (corpus.MAX_LINE_CHARS + 1)  # 2 bytes a character: the limit counts characters
+    with pytest.raises(CorpusError, match=r"long.txt:2: line longer"):
+        read_lines(write(tmp_path / "long.txt", f"ok\n{long_line}\n".encode()))
+    assert len(read_lines(write(tmp_path / "max.txt", ("ä" * corpus.MAX_LINE_CHARS).encode()))[0]) == 100_000
+    monkeypatch.setattr(corpus, "MAX_LINES", 10)
+    many = write(tmp_path / "many.gz", gzip.compress(b"x\n" * 100_000))
+    with pytest.raises(CorpusError, match=r"many.gz:11: more than 10 lines"):
+        read_lines(many)
+    monkeypatch.setattr(corpus, "MAX_LINES", 10**6)
+    monkeypatch.setattr(corpus, "MAX_BYTES", 1000)
+    with pytest.raises(CorpusError, match=r"many.gz:501: more than 9.3\d*e-07 GiB"):
+        read_lines(many)
+
+
+def test_files_dataset_without_valid_files_and_multi30k_errors_are_user_errors(tmp_path):
+    from aiayn.config import ConfigError, DataConfig
+    from aiayn.data.datasets import load_pairs
+    from aiayn.errors import AiaynError
+
+    data = DataConfig(dataset="files", train_src="a", train_tgt="b")
+    with pytest.raises(ConfigError, match="data.valid_src and data.valid_tgt"):
+        load_pairs(data, "valid")
+    assert issubclass(multi30k.DatasetError, AiaynError)

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from aiayn.decoding.translator import Translator
+from aiayn.errors import AiaynError
 from aiayn.inspect.capture import capture, hard_alignment, merge_subwords, word_groups
 from aiayn.inspect.qkv import attention_step
 from aiayn.inspect.render import write_maps
@@ -61,7 +62,8 @@ def test_write_every_format(transformer_dir, tmp_path, suffix):
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
     if suffix == ".json":
         body = json.loads(data)
-        assert body["schema_version"] == 1 and np.array(body["maps"]["cross"]).ndim == 4
+        assert body["schema_version"] == 2 and np.array(body["maps"]["cross"]).ndim == 4
+        assert set(body["maps"]) == set(maps.maps) == set(body["selection"])
     if suffix == ".npz":
         z = np.load(path)
         assert json.loads(str(z["meta"]))["source_tokens"] == maps.source_tokens
@@ -78,14 +80,53 @@ def test_bad_requests_are_clear(transformer_dir, tmp_path):
         capture(Translator.from_pretrained(transformer_dir), "  ")
 
 
+@pytest.mark.parametrize("suffix", [".json", ".npz"])
+def test_data_files_hold_the_selected_kind_layer_and_head(transformer_dir, tmp_path, suffix):
+    """--kind/--layer/--head select what .json/.npz hold; the shape stays (L, H, Q, K) and `selection`
+    names the model's layer and head of each row kept."""
+    maps = capture(Translator.from_pretrained(transformer_dir), SENTENCE, beam=2)
+    path = write_maps(maps, tmp_path / f"a{suffix}", kind="decoder_self", layer=1, head=2)
+    if suffix == ".json":
+        body = json.loads(path.read_text())
+        kept, meta = {k: np.array(v) for k, v in body["maps"].items()}, body
+    else:
+        z = np.load(path)
+        meta = json.loads(str(z["meta"]))
+        kept = {k: z[k] for k in z.files if k != "meta"}
+    assert set(kept) == {"decoder_self"}
+    np.testing.assert_allclose(kept["decoder_self"], maps.maps["decoder_self"][1:2, 2:3], atol=1e-5)
+    assert meta["selection"] == {"decoder_self": {"layers": [1], "heads": [2]}}
+    everything = write_maps(maps, tmp_path / f"b{suffix}", kind="all")  # default: every layer and head
+    meta = json.loads(everything.read_text())["selection"] if suffix == ".json" else \
+        json.loads(str(np.load(everything)["meta"]))["selection"]
+    L, H = maps.maps["cross"].shape[:2]
+    assert meta["cross"] == {"layers": list(range(L)), "heads": list(range(H))}
+
+
+@pytest.mark.parametrize("suffix", [".png", ".html", ".npz", ".json", ".align"])
+@pytest.mark.parametrize("request_, needle", [(dict(layer=2), "--layer 2 out of range"),
+                                               (dict(head=-1), "--head -1 out of range"),
+                                               (dict(head=4), "--head 4 out of range")])
+def test_out_of_range_layer_or_head_is_an_error_for_every_format(transformer_dir, tmp_path, suffix, request_,
+                                                                 needle):
+    maps = capture(Translator.from_pretrained(transformer_dir), "nine", beam=1)  # tiny: 2 layers, 4 heads
+    with pytest.raises(AiaynError, match=needle):
+        write_maps(maps, tmp_path / f"a{suffix}", **request_)
+    assert not list(tmp_path.iterdir())
+
+
 def test_rnn_capture_has_cross_attention_per_step(rnn_dir, tmp_path):
     maps = capture(Translator.from_pretrained(rnn_dir), SENTENCE, beam=2)
     assert set(maps.maps) == {"cross"}
     assert maps.maps["cross"].shape == (1, 1, len(maps.target_tokens), len(maps.source_tokens))
     np.testing.assert_allclose(maps.maps["cross"].sum(-1), 1.0, atol=1e-5)
     assert write_maps(maps, tmp_path / "rnn.png").exists()
-    with pytest.raises(ValueError, match="no encoder_self"):
-        write_maps(maps, tmp_path / "rnn2.png", kind="encoder_self")
+    for suffix in (".png", ".html", ".json", ".npz", ".align"):
+        with pytest.raises(AiaynError, match="no encoder_self|cross-attention"):
+            write_maps(maps, tmp_path / f"rnn2{suffix}", kind="encoder_self")
+        assert not (tmp_path / f"rnn2{suffix}").exists()
+    with pytest.raises(AiaynError, match="--layer 1 out of range"):
+        write_maps(maps, tmp_path / "rnn.align", layer=1)
 
 
 @pytest.mark.parametrize("kind", ["encoder_self", "decoder_self", "cross"])
@@ -102,3 +143,12 @@ def test_step_view_reproduces_the_captured_row(transformer_dir, kind):
     np.testing.assert_allclose(np.exp(step["scores"]) / np.exp(step["scores"]).sum(), step["weights"], atol=1e-6)
     expected = np.array(step["weights"]) @ np.array(step["values"])
     np.testing.assert_allclose(step["output"], expected, atol=1e-5)
+
+
+def test_teacher_forced_input_longer_than_the_model_is_an_error(transformer_dir):
+    t = Translator.from_pretrained(transformer_dir)
+    long = " ".join(["nine"] * 1100)  # tiny preset: 1024 positions
+    with pytest.raises(AiaynError, match=r"--target has \d+ subword tokens .* more than the model's 1024"):
+        capture(t, "nine", target=long)
+    with pytest.raises(AiaynError, match=r"the sentence has \d+ subword tokens"):
+        capture(t, long, target="neun")

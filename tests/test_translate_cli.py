@@ -63,7 +63,7 @@ def test_cli_evaluate_json_has_signature(transformer_dir, tmp_path, capsys):
     src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
     src.write_text("\n".join(SENTENCES) + "\n")
     ref.write_text("fünf und vierzig\ndrei hundert ein und zwanzig\nneun\n")
-    args = ["evaluate", "--model", str(transformer_dir), "--src", str(src), "--ref", str(ref), "--bootstrap", "50"]
+    args = ["evaluate", "--model", str(transformer_dir), "--src", str(src), "--ref", str(ref), "--bootstrap", "100"]
     assert main(args + ["--json", "--compare", str(transformer_dir)]) == 0
     report = json.loads(capsys.readouterr().out)
     names = [s["name"] for s in report["scores"]]

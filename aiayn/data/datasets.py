@@ -2,6 +2,7 @@
 
 import logging
 
+from aiayn.config import ConfigError
 from aiayn.data import multi30k
 from aiayn.data.batching import Example
 from aiayn.data.corpus import read_parallel
@@ -20,8 +21,9 @@ def load_pairs(data, split: str) -> list[tuple[str, str]]:
         name = data.valid_split if split == "valid" else split
         return read_parallel(*multi30k.pair_paths(name, data.src_lang, data.tgt_lang, data.data_dir or None))
     src, tgt = (data.train_src, data.train_tgt) if split == "train" else (data.valid_src, data.valid_tgt)
-    if not src:
-        raise ValueError(f"data.dataset=files has no {split} files configured (data.{split}_src / _tgt)")
+    if not (src and tgt):  # load_config checks this too; a config built in code may not have been
+        raise ConfigError(f"data.dataset=files has no {split} files configured: set data.{split}_src and "
+                          f"data.{split}_tgt")
     return read_parallel(src, tgt)
 
 

@@ -8,8 +8,11 @@ cache directory (AIAYN_CACHE or ~/.cache/aiayn), each file checked against the c
 import hashlib
 import logging
 import os
+import shutil
 import urllib.request
 from pathlib import Path
+
+from aiayn.errors import AiaynError
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +37,8 @@ SHA256 = {
 }
 
 
-class DatasetError(ValueError):
-    pass
+class DatasetError(AiaynError):
+    """A Multi30k file that cannot be found, downloaded or verified."""
 
 
 def _check_name(split: str, lang: str) -> None:
@@ -64,7 +67,7 @@ def download(name: str, cache_dir: Path, base_url: str = BASE_URL) -> Path:
     log.info("downloading %s", url)
     try:
         with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
-            out.write(response.read())
+            shutil.copyfileobj(response, out)  # streamed: a wrong URL serving gigabytes does not fill memory
     except OSError as err:
         tmp.unlink(missing_ok=True)
         raise DatasetError(f"could not download {url}: {err}; without network, pass --data-dir DIR "

@@ -8,6 +8,9 @@ Schema (AttentionMaps; the same fields go to NPZ and JSON):
   maps[kind]           float32 (L, H, queries, keys); kinds: encoder_self (L, H, S, S),
                        decoder_self (L, H, T, T), cross (L, H, T, S). RNN models: cross only, L = H = 1.
   Every row is a distribution over the keys (sums to 1).
+Files (.json, .npz; aiayn.inspect.render, schema_version 2) hold the kinds, layers and heads chosen with
+--kind / --layer / --head (default: cross attention, every layer and head), still shaped (L', H', Q, K);
+`selection[kind]` = {"layers": [...], "heads": [...]} gives the model's index of each row kept.
 Subword-to-word merging (merge_words=True): for the KEYS (the attended pieces) the weights of a word's
 pieces are summed, so rows still sum to 1; for the QUERIES (the attending pieces) a word's row is the
 mean of its pieces' rows. A word starts at a piece beginning with "▁" (SentencePiece).
@@ -19,6 +22,11 @@ import numpy as np
 import torch
 
 from aiayn.decoding.translate_batch import encode_sources
+from aiayn.errors import AiaynError
+
+
+class InspectError(AiaynError):
+    """A request the captured maps cannot answer: an empty sentence, a layer, head or kind the model lacks."""
 
 
 @dataclass
@@ -36,7 +44,7 @@ class AttentionMaps:
 def capture(translator, sentence: str, target: str | None = None, beam: int | None = None,
             merge_words: bool = False) -> AttentionMaps:
     if not sentence.strip():
-        raise ValueError("the sentence is empty; give some text to translate")
+        raise InspectError("the sentence is empty; give some text to translate")
     maps = _teacher_forced(translator, sentence, target) if target is not None else \
         _from_search(translator, sentence, beam)
     return merge_subwords(maps) if merge_words else maps
@@ -55,6 +63,11 @@ def _teacher_forced(translator, sentence, target) -> AttentionMaps:
     tok, model = translator.tokenizer, translator.model
     src_ids = encode_sources(tok, [sentence])[0]
     tgt_ids = tok.encode([target])[0]
+    limit = translator._max_source_len()  # the model's positions (teacher forcing cannot cut the target)
+    for what, ids in (("the sentence", src_ids), ("--target", [tok.bos_id] + tgt_ids)):
+        if len(ids) > limit:
+            raise InspectError(f"{what} has {len(ids)} subword tokens (with <s> or </s>), more than the model's "
+                               f"{limit} positions (model.max_len); shorten it")
     src = torch.tensor([src_ids], device=translator.device)
     tgt_in = torch.tensor([[tok.bos_id] + tgt_ids], device=translator.device)
     _, maps = model(src, tgt_in, return_attention=True)
@@ -93,14 +106,21 @@ def merge_subwords(maps: AttentionMaps) -> AttentionMaps:
     return AttentionMaps(src_words, tgt_words, in_words, maps.translation, maps.arch, merged, True, maps.score)
 
 
+def check_index(value: int | None, size: int, name: str) -> None:
+    """--layer / --head: 0-based, within the model's count (None = all)."""
+    if value is not None and not 0 <= value < size:
+        raise InspectError(f"--{name} {value} out of range: the model has {size} {name}s (0-based: 0 to {size - 1})")
+
+
 def hard_alignment(maps: AttentionMaps, layer: int | None = None, heads: list[int] | None = None) -> str:
     """Pharaoh "i-j" pairs (source i, target j, 0-based): each target token (not </s>) aligned to the
     source token (not </s>) with the largest cross-attention, averaged over the chosen heads of the chosen
     layer (default: the last layer, all heads)."""
     cross = maps.maps["cross"]
     layer = cross.shape[0] - 1 if layer is None else layer
-    if not 0 <= layer < cross.shape[0]:
-        raise ValueError(f"layer {layer} out of range: the model has {cross.shape[0]} layers (0-based)")
+    check_index(layer, cross.shape[0], "layer")
+    for head in heads or ():
+        check_index(head, cross.shape[1], "head")
     weights = cross[layer][heads if heads else slice(None)].mean(0)  # (T, S)
     n_src = len(maps.source_tokens) - (maps.source_tokens[-1] == "</s>")
     n_tgt = len(maps.target_tokens) - (maps.target_tokens[-1] == "</s>")

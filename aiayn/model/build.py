@@ -2,6 +2,7 @@
 
 import dataclasses
 import logging
+import math
 from dataclasses import dataclass
 
 from torch import nn
@@ -21,6 +22,48 @@ CHOICES = {
     "rnn_attention": ("luong", "bahdanau"),
     "score": ("dot", "scaled_dot", "general", "concat", "additive", "cosine", "location"),
 }
+
+
+class FieldError(ValueError):
+    """A config field with a bad value. `fields` are the dotted names involved, so that aiayn.config can
+    say where a value was set (a file, --set); the message names the field, its value and the rule."""
+
+    def __init__(self, fields: str | tuple[str, ...], message: str):
+        super().__init__(message)
+        self.fields = (fields,) if isinstance(fields, str) else fields
+
+
+# Rules for check_fields: each takes a value and returns what is wrong with it, or None.
+def at_least(low):
+    return lambda value: None if value >= low else f"must be >= {low}"
+
+
+def above(low):
+    return lambda value: None if value > low else f"must be > {low}"
+
+
+def between(low, high):
+    return lambda value: None if low <= value <= high else f"must be in [{low}, {high}]"
+
+
+def fraction(value):
+    """A probability that must leave something: dropout, smoothing, a decay (1 would freeze or zero)."""
+    return None if 0 <= value < 1 else "must be in [0, 1)"
+
+
+def _non_finite(value) -> bool:
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    return any(isinstance(v, float) and not math.isfinite(v) for v in values)
+
+
+def check_fields(section, name: str, rules: dict) -> None:
+    """Every float of a config section finite (YAML reads .nan and .inf), then each field's rule."""
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        problem = "must be a finite number" if _non_finite(value) else None
+        problem = problem or (rules[f.name](value) if f.name in rules else None)
+        if problem:
+            raise FieldError(f"{name}.{f.name}", f"{name}.{f.name}={value!r} {problem}")
 
 
 @dataclass
@@ -56,23 +99,36 @@ class ModelConfig:
         return self.d_model // self.n_heads
 
     def validate(self) -> "ModelConfig":
+        """Raises FieldError (a ValueError naming the field) for the first bad value."""
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"model.{name}={getattr(self, name)!r} is not one of {allowed}")
+                raise FieldError(f"model.{name}", f"model.{name}={getattr(self, name)!r} is not one of {allowed}")
+        check_fields(self, "model", MODEL_RULES)
+        vocab = ("model.src_vocab_size", "model.tgt_vocab_size")
         if self.arch == "transformer" and self.d_model % self.n_heads:
-            raise ValueError(f"model.d_model={self.d_model} must be divisible by model.n_heads={self.n_heads}")
+            raise FieldError(("model.d_model", "model.n_heads"), f"model.d_model={self.d_model} must be divisible "
+                             f"by model.n_heads={self.n_heads}")
+        if self.pad_id >= min(self.src_vocab_size, self.tgt_vocab_size):
+            raise FieldError(("model.pad_id", *vocab), f"model.pad_id={self.pad_id} must be smaller than the "
+                             f"vocabulary sizes ({self.src_vocab_size}, {self.tgt_vocab_size})")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError("model.share_embeddings needs src_vocab_size == tgt_vocab_size (a joint vocabulary)")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"model.dropout={self.dropout} must be in [0, 1)")
+            raise FieldError(("model.share_embeddings", *vocab), "model.share_embeddings needs src_vocab_size == "
+                             "tgt_vocab_size (a joint vocabulary)")
         return self
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "ModelConfig":
-        if name not in PRESETS:
-            raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
+        if not isinstance(name, str) or name not in PRESETS:
+            raise FieldError("model.preset", f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
         return dataclasses.replace(cls(), **{**PRESETS[name], **overrides}).validate()
 
+
+MODEL_RULES = {
+    "src_vocab_size": at_least(1), "tgt_vocab_size": at_least(1), "pad_id": at_least(0), "d_model": at_least(1),
+    "n_heads": at_least(1), "d_ff": at_least(1), "n_encoder_layers": at_least(1), "n_decoder_layers": at_least(1),
+    "dropout": fraction, "attention_dropout": fraction, "layer_norm_eps": above(0), "attention_dim": at_least(0),
+    "max_len": at_least(2),  # <s> or </s> plus one token
+}
 
 PRESETS = {
     "paper-base": dict(d_model=512, n_heads=8, d_ff=2048, n_encoder_layers=6, n_decoder_layers=6, dropout=0.1),
