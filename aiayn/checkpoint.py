@@ -25,11 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-import yaml
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file, save_model
 
-from aiayn.config import ExperimentConfig, config_from_dict, config_yaml
+from aiayn.config import ExperimentConfig, config_from_dict, config_yaml, parse_yaml
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import AiaynError, OutputError
 from aiayn.model import build_model
@@ -202,9 +201,9 @@ def _require(path: Path, name: str) -> Path:
 def load_config_file(path: Path) -> ExperimentConfig:
     file = _require(path, "config.yaml")
     try:
-        values = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{file}: not a valid config file ({err}); the checkpoint is damaged") from None
+        values = parse_yaml(file.read_text(encoding="utf-8"), str(file), "; the checkpoint is damaged")
+    except UnicodeDecodeError as err:
+        raise CheckpointError(f"{file}: not UTF-8 ({err.reason}); the checkpoint is damaged") from None
     if not isinstance(values, dict):
         raise CheckpointError(f"{file}: expected a mapping of config sections, got {type(values).__name__}")
     return config_from_dict(values, str(file))

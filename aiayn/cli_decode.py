@@ -143,16 +143,18 @@ def cmd_translate(args) -> int:
 def _test_set(args):
     from aiayn.data import multi30k
     from aiayn.data.corpus import read_lines, read_parallel
+    from aiayn.evaluation import EvaluationError
 
     if args.dataset:
         src_lang, _, tgt_lang = args.pair.partition("-")
         pairs = read_parallel(*multi30k.pair_paths(args.split, src_lang, tgt_lang, args.data_dir))
         return [s for s, _ in pairs], [t for _, t in pairs]
     if not (args.src and args.ref):
-        raise ValueError("give --src FILE --ref FILE, or --dataset multi30k --pair de-en --split NAME")
+        raise EvaluationError("give --src FILE --ref FILE, or --dataset multi30k --pair de-en --split NAME")
     src, ref = read_lines(args.src), read_lines(args.ref)
     if len(src) != len(ref):
-        raise ValueError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}; they must be aligned")
+        raise EvaluationError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}; they must be "
+                              f"aligned")
     return src, ref
 
 
@@ -160,8 +162,9 @@ def cmd_evaluate(args) -> int:
     import time
 
     from aiayn.decoding.translator import Translator
-    from aiayn.evaluation import as_dicts, compare_systems, evaluate_corpus
+    from aiayn.evaluation import as_dicts, check_bootstrap, compare_systems, evaluate_corpus
 
+    check_bootstrap(args.bootstrap)  # before minutes of translation
     sources, refs = _test_set(args)
     translator = Translator.from_pretrained(args.model, args.device)
     _check_decode_args(translator, args, n_best=1, batch_size=64)

@@ -134,7 +134,7 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def _yaml(text: str, where: str, hint: str = ""):
+def parse_yaml(text: str, where: str, hint: str = ""):
     """Parse with _StrictLoader; errors become one line naming `where` (a file, or the --set item)."""
     try:
         return yaml.load(text, Loader=_StrictLoader)
@@ -162,7 +162,7 @@ def _read_file(path: Path) -> dict:
         raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); save the config as UTF-8") from None
     except OSError as err:
         raise ConfigError(f"config file {path}: cannot read it ({err.strerror}); check its permissions") from None
-    values = _yaml(text, str(path))
+    values = parse_yaml(text, str(path))
     if values is None:  # an empty file (or only comments): the defaults
         return {}
     if not isinstance(values, dict):
@@ -219,7 +219,7 @@ def _parse_override(item: str) -> tuple[list[str], object]:
     keys = key.strip().split(".")
     if not all(keys):
         raise ConfigError(f"--set {item!r}: empty key; expected section.key=value, for example train.max_steps=200")
-    return keys, _yaml(raw, f"--set {item!r}", "; quote a text value") if raw != "" else ""
+    return keys, parse_yaml(raw, f"--set {item!r}", "; quote a text value") if raw != "" else ""
 
 
 def _nest(path: list[str], value) -> dict:

@@ -239,7 +239,7 @@ def test_decoding_options_are_checked(transformer_dir, tmp_path, capsys, option,
     assert_user_error(code, output, needle)
 
 
-def test_translator_api_checks_options_and_reports_truncation(transformer_dir):
+def test_translator_api_checks_options_and_reports_truncation(transformer_dir, monkeypatch):
     from aiayn.decoding.translator import Translator
     from aiayn.errors import AiaynError
 
@@ -249,7 +249,7 @@ def test_translator_api_checks_options_and_reports_truncation(transformer_dir):
             t.translate([SENT], **kwargs)
     with pytest.raises(AiaynError, match="list of strings"):
         t.translate(SENT)
-    t._max_source_len = lambda: 8  # a model that takes at most 8 source tokens
+    monkeypatch.setattr(Translator, "max_positions", 8)  # a model that takes at most 8 source tokens
     long, short = t.translate(["forty five thousand six hundred seventy eight nine nine nine", SENT], beam=1)
     assert long.truncated and not short.truncated and len(long.src_tokens) == 8
 
@@ -257,7 +257,7 @@ def test_translator_api_checks_options_and_reports_truncation(transformer_dir):
 def test_long_source_warns_on_the_command_line(transformer_dir, tmp_path, capsys, monkeypatch):
     from aiayn.decoding.translator import Translator
 
-    monkeypatch.setattr(Translator, "_max_source_len", lambda self: 4)
+    monkeypatch.setattr(Translator, "max_positions", 4)
     src = tmp_path / "in.txt"
     src.write_text("nine\nforty five thousand six hundred\n")
     code, output = run_cli(["translate", "--model", transformer_dir, "--input", src], capsys)
@@ -442,3 +442,28 @@ def test_average_of_two_different_models_is_refused(workspace, tokenizer, capsys
                             "--out", workspace / "avg"], capsys)
     assert_user_error(code, output, "only checkpoints of one model")
     assert not (workspace / "avg").exists()
+
+
+def test_output_limit_never_passes_the_position_table(tmp_path, tokenizer):
+    """a * |src| + b (here 10 + 50) may exceed the model's positions (here 16): decoding stops at 16
+    instead of failing at position 17 (an untrained model never emits </s> early)."""
+    from conftest import _model_dir
+
+    from aiayn.decoding.translate_batch import greedy_translate
+    from aiayn.decoding.translator import Translator
+
+    t = Translator.from_pretrained(_model_dir(tmp_path / "m", tokenizer, "tiny", max_len=16))
+    sentence = "forty five thousand six hundred seventy"
+    for beam in (1, 3):
+        assert len(t.translate([sentence], beam=beam)[0].tokens) <= 16
+    assert greedy_translate(t.model, t.tokenizer, [sentence], t.decode_cfg)
+
+
+def test_damaged_config_duplicate_key_and_tiny_vocabulary(tmp_path, transformer_dir, capsys):
+    model = tmp_path / "model"
+    shutil.copytree(transformer_dir, model)
+    (model / "config.yaml").write_text((model / "config.yaml").read_text() + "decode:\n  beam: 9\n")
+    code, output = run_cli(["translate", "--model", model, "--input", "/dev/null"], capsys)
+    assert_user_error(code, output, "duplicate key", "config.yaml")
+    code, output = run_cli(train_args(tmp_path / "run", "data.vocab_size=9"), capsys)
+    assert_user_error(code, output, "data.vocab_size=9")

@@ -150,7 +150,7 @@ def test_validation_line_no_model_can_take_is_found_before_training(ws, capsys):
                  valid_src=write(ws / "v.en", f"two\n{long_line}\none\n").name)
     before = tree_digest(ws)
     code, output = run_cli(argv, capsys)
-    assert_refused(code, output, ["validation data: pair 2 has", "model.max_len=256"])
+    assert_refused(code, output, ["validation data (", "valid", "non-blank pair 2 has", "model.max_len=256"])
     assert {k: v for k, v in tree_digest(ws).items() if not k.startswith(str(ws / "out"))} == before
     assert not (ws / "out" / "checkpoints").exists() and not (ws / "out" / "metrics.jsonl").exists()
 

@@ -26,11 +26,15 @@ class Tokenizer:
     def train(cls, sentences: list[str], vocab_size: int, seed: int = 1) -> "Tokenizer":
         """BPE over the given sentences (both languages of the training split)."""
         model = io.BytesIO()
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences), model_writer=model, model_type="bpe",
-            vocab_size=vocab_size, character_coverage=1.0, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-            hard_vocab_limit=False, num_threads=2, minloglevel=2,
-            input_sentence_size=2_000_000, shuffle_input_sentence=True)
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences), model_writer=model, model_type="bpe",
+                vocab_size=vocab_size, character_coverage=1.0, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+                hard_vocab_limit=False, num_threads=2, minloglevel=2,
+                input_sentence_size=2_000_000, shuffle_input_sentence=True)
+        except RuntimeError as err:  # e.g. fewer pieces asked for than the corpus has characters
+            raise AiaynError(f"data.vocab_size={vocab_size}: SentencePiece cannot train this vocabulary "
+                             f"({str(err).strip()[-160:]}); raise data.vocab_size") from None
         tok = cls(model.getvalue())
         log.info("trained a joint BPE vocabulary of %d pieces", tok.vocab_size)
         return tok

@@ -65,9 +65,7 @@ def beam_search(model, src, bos_id, eos_id, pad_id, beam=4, alpha=0.6, max_len_a
     state = model.init_state(model.encode(src), src).reorder(expand)
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # only one live hypothesis at the start
-    limits = max_lengths(src, pad_id, max_len_a, max_len_b)
-    if max_output_len is not None:
-        limits = limits.clamp_max(max_output_len)
+    limits = max_lengths(src, pad_id, max_len_a, max_len_b, max_output_len)
     search = _Search(torch.arange(B, device=device), limits, scores,
                      torch.empty(B, K, 0, dtype=torch.long, device=device))
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]

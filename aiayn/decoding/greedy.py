@@ -10,16 +10,18 @@ def forbid_specials(log_probs: torch.Tensor, pad_id: int, bos_id: int) -> torch.
     return log_probs
 
 
-def max_lengths(src: torch.Tensor, pad_id: int, a: float, b: int) -> torch.Tensor:
-    """Per-sentence output length limit a * |source| + b (§6.1: source length + 50). (B,)"""
-    return ((src != pad_id).sum(1).float() * a + b).long().clamp_min(1)
+def max_lengths(src: torch.Tensor, pad_id: int, a: float, b: int, cap: int | None = None) -> torch.Tensor:
+    """Per-sentence output length limit a * |source| + b (§6.1: source length + 50), at most `cap`
+    (the model's positions: decoding step t reads position t). (B,)"""
+    limits = ((src != pad_id).sum(1).float() * a + b).long().clamp_min(1)
+    return limits if cap is None else limits.clamp_max(cap)
 
 
 @torch.no_grad()
-def step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a=1.0, max_len_b=50):
+def step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a=1.0, max_len_b=50, max_output_len=None):
     """One token per step for every sentence; choose(log_probs (B, V)) -> next tokens (B,).
     Returns (hypotheses: token lists without bos/eos, scores: (B,) summed log-probs of the chosen tokens)."""
-    limits = max_lengths(src, pad_id, max_len_a, max_len_b)
+    limits = max_lengths(src, pad_id, max_len_a, max_len_b, max_output_len)
     state = model.init_state(model.encode(src), src)
     tokens = torch.full((src.size(0),), bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros_like(tokens, dtype=torch.bool)
@@ -41,6 +43,7 @@ def step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a=1.0, max_l
 
 
 def greedy_decode(model, src: torch.Tensor, bos_id: int, eos_id: int, pad_id: int,
-                  max_len_a: float = 1.0, max_len_b: int = 50):
+                  max_len_a: float = 1.0, max_len_b: int = 50, max_output_len: int | None = None):
     """src (B, S) -> (hypotheses without bos/eos, summed log-probs (B,)), the argmax at every step."""
-    return step_decode(model, src, bos_id, eos_id, pad_id, lambda lp: lp.argmax(dim=-1), max_len_a, max_len_b)
+    return step_decode(model, src, bos_id, eos_id, pad_id, lambda lp: lp.argmax(dim=-1), max_len_a, max_len_b,
+                       max_output_len)

@@ -5,6 +5,13 @@ import torch
 from aiayn.decoding.greedy import greedy_decode
 
 
+def max_positions(model) -> int | None:
+    """How many positions the model's position table has (None: no limit, e.g. an RNN)."""
+    positional = getattr(model, "positional", None)
+    table = getattr(positional, "table", getattr(positional, "weight", None))
+    return None if table is None else table.size(0)
+
+
 def encode_sources(tokenizer, sentences: list[str], max_len: int | None = None) -> list[list[int]]:
     ids = tokenizer.encode(sentences)
     if max_len:
@@ -35,7 +42,7 @@ def greedy_translate(model, tokenizer, sentences: list[str], decode_cfg, batch_s
     for indices in length_sorted_batches([len(s) for s in sources], batch_size):
         src = pad_batch([sources[i] for i in indices], tokenizer.pad_id, device)
         hyps, _ = greedy_decode(model, src, tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id,
-                                decode_cfg.max_len_a, decode_cfg.max_len_b)
+                                decode_cfg.max_len_a, decode_cfg.max_len_b, max_positions(model))
         for i, hyp in zip(indices, hyps):
             outputs[i] = tokenizer.decode(hyp)
     model.train(was_training)

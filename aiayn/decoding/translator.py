@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from aiayn.decoding.beam import beam_search
-from aiayn.decoding.translate_batch import encode_sources, length_sorted_batches, pad_batch
+from aiayn.decoding.translate_batch import encode_sources, length_sorted_batches, max_positions, pad_batch
 from aiayn.errors import AiaynError
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,9 @@ class Translator:
         if max_output_len is not None:
             _check_int("max_output_len", max_output_len, 1)
         deadline = None if time_limit is None else time.monotonic() + time_limit
-        tok, limit = self.tokenizer, self._max_source_len()
+        tok, limit = self.tokenizer, self.max_positions
+        if max_output_len is None or max_output_len > limit:
+            max_output_len = limit  # decoding step t reads target position t
         sources = encode_sources(tok, sentences)
         truncated = [len(s) > limit for s in sources]
         sources = [s[: limit - 1] + [tok.eos_id] if cut else s for s, cut in zip(sources, truncated)]
@@ -93,10 +95,10 @@ class Translator:
                 results[i].truncated = truncated[i]
         return results
 
-    def _max_source_len(self) -> int:
-        positional = getattr(self.model, "positional", None)
-        table = getattr(positional, "table", getattr(positional, "weight", None))
-        return table.size(0) if table is not None else 1024
+    @property
+    def max_positions(self) -> int:
+        """The longest source (with </s>) and output the model takes: its position table's size."""
+        return max_positions(self.model) or 1024
 
     def _result(self, hyps, source_ids, src_row, return_attention) -> Translation:
         tok, best = self.tokenizer, hyps[0]

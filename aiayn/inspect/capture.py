@@ -63,7 +63,7 @@ def _teacher_forced(translator, sentence, target) -> AttentionMaps:
     tok, model = translator.tokenizer, translator.model
     src_ids = encode_sources(tok, [sentence])[0]
     tgt_ids = tok.encode([target])[0]
-    limit = translator._max_source_len()  # the model's positions (teacher forcing cannot cut the target)
+    limit = translator.max_positions  # the model's positions (teacher forcing cannot cut the target)
     for what, ids in (("the sentence", src_ids), ("--target", [tok.bos_id] + tgt_ids)):
         if len(ids) > limit:
             raise InspectError(f"{what} has {len(ids)} subword tokens (with <s> or </s>), more than the model's "

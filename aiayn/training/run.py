@@ -100,8 +100,14 @@ def _check_lengths(examples, limit: int, what: str) -> None:
     for number, example in enumerate(examples, start=1):
         longest = max(len(example.src) + 1, len(example.tgt) + 1)
         if longest > limit:
-            raise AiaynError(f"{what}: pair {number} has {longest} subword tokens, more than model.max_len={limit} "
-                             f"positions; shorten or remove it, or raise model.max_len")
+            raise AiaynError(f"{what}: non-blank pair {number} has {longest} subword tokens, more than "
+                             f"model.max_len={limit} positions; shorten or remove it, or raise model.max_len")
+
+
+def _valid_source(data) -> str:
+    if data.dataset == "files":
+        return f"{data.valid_src} / {data.valid_tgt}"
+    return f"{data.dataset} {data.valid_split}" if data.dataset == "multi30k" else data.dataset
 
 
 def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu") -> Trainer:
@@ -125,7 +131,7 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu") ->
     train = to_examples(train_pairs, tokenizer, cfg.data.max_len, "training data")
     valid = to_examples(valid_pairs, tokenizer, None, "validation data")
     if cfg.model.arch == "transformer":
-        _check_lengths(valid, cfg.model.max_len, "validation data")
+        _check_lengths(valid, cfg.model.max_len, f"validation data ({_valid_source(cfg.data)})")
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model)
     if dist.is_main:
