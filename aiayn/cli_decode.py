@@ -60,7 +60,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--layer", type=int, help="only this layer, 0-based (default: all)")
     p.add_argument("--head", type=int, help="only this head, 0-based (default: all)")
     p.add_argument("--kind", default="cross", choices=["cross", "encoder_self", "decoder_self", "all"],
-                   help="which attention (default: cross)")
+                   help="which attention; selects what every format holds (default: cross; all = every kind)")
     p.add_argument("--merge-words", action="store_true", help="merge subwords into words (default: off)")
     p.add_argument("--out", required=True, help="file: .png (grid), .html (offline page), .npz / .json (data), "
                    ".align (hard alignment i-j from cross-attention; default last layer, all heads)")
