@@ -93,13 +93,14 @@ def test_download_verifies_sha256(loopback_server, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     src, tgt = multi30k.pair_paths("val", "de", "en", cache_dir=cache, base_url=url)
     assert src == cache / "val.de.gz" and len(read_parallel(src, tgt)) == 1014
-    assert not list(cache.glob("*.part"))
+    assert not list(cache.glob(".*"))  # no temporary file left
     (root / "test_2016_flickr.de.gz").write_bytes(b"corrupt")
     with pytest.raises(multi30k.DatasetError, match="does not match the expected"):
         multi30k.split_path("test_2016_flickr", "de", cache_dir=cache, base_url=url)
     assert not (cache / "test_2016_flickr.de.gz").exists()
     with pytest.raises(multi30k.DatasetError, match="could not download.*--data-dir"):
         multi30k.split_path("train", "fr", cache_dir=cache, base_url=url)
+    assert sorted(p.name for p in cache.iterdir()) == ["val.de.gz", "val.en.gz"]  # failed downloads leave nothing
 
 
 def test_synthetic_task_is_deterministic_disjoint_and_reorders():

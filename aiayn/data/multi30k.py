@@ -61,25 +61,24 @@ def download(name: str, cache_dir: Path, base_url: str = BASE_URL) -> Path:
     target = cache_dir / name
     if target.exists() and (name not in SHA256 or sha256_of(target) == SHA256[name]):
         return target
+    from aiayn.checkpoint import atomic_path  # here: checkpoint -> config -> this module
+
     cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".part")
     url = f"{base_url}/{name}"
     log.info("downloading %s", url)
-    try:
-        with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
-            shutil.copyfileobj(response, out)  # streamed: a wrong URL serving gigabytes does not fill memory
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise DatasetError(f"could not download {url}: {err}; without network, pass --data-dir DIR "
-                           f"(or set AIAYN_MULTI30K_DIR) to a directory holding {name}") from err
-    digest = sha256_of(tmp)
-    if name in SHA256 and digest != SHA256[name]:
-        tmp.unlink()
-        raise DatasetError(f"{url}: SHA-256 {digest} does not match the expected {SHA256[name]}; "
-                           f"the download is corrupt or the upstream file changed")
+    with atomic_path(target) as tmp:  # verified before the rename; removed on any failure
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
+                shutil.copyfileobj(response, out)  # streamed: a wrong URL serving gigabytes does not fill memory
+        except OSError as err:
+            raise DatasetError(f"could not download {url}: {err}; without network, pass --data-dir DIR "
+                               f"(or set AIAYN_MULTI30K_DIR) to a directory holding {name}") from err
+        digest = sha256_of(tmp)
+        if name in SHA256 and digest != SHA256[name]:
+            raise DatasetError(f"{url}: SHA-256 {digest} does not match the expected {SHA256[name]}; "
+                               f"the download is corrupt or the upstream file changed")
     if name not in SHA256:
         log.warning("%s: no known checksum, not verified", name)
-    os.replace(tmp, target)
     return target
 
 
