@@ -76,6 +76,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine "
                    "only)")
     p.add_argument("--port", type=_port, default=8000, help="port, 1-65535 (default: 8000)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads for decoding; 0 = torch's default, one "
+                   "per core (default: 1, which leaves a core to the server: BENCHMARKS.md measured 2.5x the "
+                   "requests per second on 2 cores)")
 
 
 def write_atomic(path: str, text: str, inputs=()) -> None:
@@ -225,14 +228,22 @@ def cmd_export(args) -> int:
 
 
 def cmd_serve(args) -> int:
+    from aiayn.errors import AiaynError
+
     try:
         import uvicorn
 
         from aiayn.web.app import create_app
     except ImportError as err:
-        raise ValueError(f"aiayn serve needs the web extra: pip install 'aiayn[web]' ({err})") from err
+        raise AiaynError(f"aiayn serve needs the web extra: pip install 'aiayn[web]' ({err})") from err
+    import torch
+
     from aiayn.decoding.translator import Translator
 
+    if args.threads < 0:
+        raise AiaynError(f"--threads {args.threads}: give 0 (torch's default) or a positive number")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     uvicorn.run(create_app(Translator.from_pretrained(args.model)), host=args.host, port=args.port)
     return 0
 
