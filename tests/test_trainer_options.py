@@ -1,4 +1,5 @@
 import json
+import math
 
 import torch
 from safetensors.torch import load_file
@@ -25,6 +26,9 @@ def test_early_stopping_keeps_the_best_by_dev_bleu(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["bleu"] for r in records if "bleu" in r] == [10.0, 20.0, 15.0, 12.0]
     assert all(r["valid_ppl"] > 1 for r in records if "valid_ppl" in r)
+    # perplexity is exp of the NLL, not of the label-smoothed loss printed beside it
+    assert all(abs(r["valid_ppl"] - math.exp(r["valid_nll"])) < 1e-6 * r["valid_ppl"] and
+               r["valid_loss"] > r["valid_nll"] for r in records if "valid_ppl" in r)
 
 
 def test_ema_weights_are_saved_and_loadable(tmp_path):
@@ -37,3 +41,19 @@ def test_ema_weights_are_saved_and_loadable(tmp_path):
     model, _, _ = load_checkpoint(ckpt, use_ema=True)
     key = shared[0]
     torch.testing.assert_close(model.state_dict()[key], ema[key].to(raw[key].dtype))
+
+
+def test_progress_bar_follows_the_time_budget():
+    """With train.max_minutes the bar counts seconds of the budget (total and ETA true to the clock)."""
+    from aiayn.training import progress_bar
+
+    clock = iter([100.0, 130.0, 1000.0])
+    bar = progress_bar.TrainingBar(max_steps=10**6, step=0, max_minutes=1.5, enabled=True, clock=lambda: next(clock))
+    assert bar.bar.total == 90
+    bar.advance(1)
+    assert bar.bar.n == 30
+    bar.advance(2)
+    assert bar.bar.n == 90  # never past the budget
+    steps = progress_bar.TrainingBar(max_steps=50, step=10, max_minutes=0, enabled=True)
+    steps.advance(11)
+    assert (steps.bar.total, steps.bar.n) == (50, 11)

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from aiayn.checkpoint import (
     CheckpointError,
@@ -31,6 +30,7 @@ from aiayn.checkpoint import (
 from aiayn.data.batching import collate, make_batches
 from aiayn.training import distributed as D
 from aiayn.training.loss import label_smoothed_loss
+from aiayn.training.progress_bar import TrainingBar
 from aiayn.training.schedule import noam_scheduler
 
 log = logging.getLogger(__name__)
@@ -255,7 +255,7 @@ class Trainer:
             loss, nll = label_smoothed_loss(logits, batch.tgt_out.to(self.device), tok.pad_id,
                                             self.tc.label_smoothing)
             loss_sum, nll_sum, tokens = loss_sum + loss.item(), nll_sum + nll.item(), tokens + batch.n_tokens
-        metrics = {"step": self.progress.step, "valid_loss": loss_sum / tokens,
+        metrics = {"step": self.progress.step, "valid_loss": loss_sum / tokens, "valid_nll": nll_sum / tokens,
                    "valid_ppl": math.exp(min(nll_sum / tokens, 50))}
         want_bleu = self.bleu_fn is not None and (
             self.tc.bleu_every == 0 or self.progress.step % self.tc.bleu_every == 0)
@@ -294,8 +294,8 @@ class Trainer:
             f.write(json.dumps(record) + "\n")
         if "valid_loss" in record:
             bleu = f" | dev BLEU {record['bleu']:.2f}" if "bleu" in record else ""
-            bar.write(f"step {record['step']} | valid loss {record['valid_loss']:.3f} | "
-                      f"ppl {record['valid_ppl']:.2f}{bleu}")
+            bar.write(f"step {record['step']} | valid loss (label-smoothed) {record['valid_loss']:.3f} | "
+                      f"nll {record['valid_nll']:.3f} | ppl exp(nll) {record['valid_ppl']:.2f}{bleu}")
 
     # ---- the loop --------------------------------------------------------------------------------
     def _next_group(self):
@@ -326,7 +326,7 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         self.model.train()
         p, tc = self.progress, self.tc
-        bar = tqdm(total=tc.max_steps, initial=p.step, disable=not self.dist.is_main, dynamic_ncols=True)
+        bar = TrainingBar(max_steps=tc.max_steps, step=p.step, max_minutes=tc.max_minutes, enabled=self.dist.is_main)
         window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "start": time.perf_counter()}
         self._started = window["start"]  # wall time of this process (a resumed run counts from its resume)
         deadline = time.monotonic() + tc.max_minutes * 60 if tc.max_minutes > 0 else math.inf
@@ -351,7 +351,7 @@ class Trainer:
                     window["tokens"] += tokens
                     if p.step % tc.log_every == 0 or p.step == tc.max_steps:
                         self._log_window(window, bar)
-                bar.update(1)
+                bar.advance(p.step)
                 if p.step % tc.eval_every == 0:
                     metrics = self.validate()
                     with self._update_unit():
