@@ -3,6 +3,7 @@
 import argparse
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -65,8 +66,6 @@ def _existing(out: Path, names) -> str:
 
 
 def cmd_train(args) -> int:
-    import signal
-
     from aiayn.config import load_config
     from aiayn.training.run import prepare_run
 
@@ -103,7 +102,11 @@ def cmd_demo(args) -> int:
 
     cfg = load_config(DEMO_CONFIG, args.overrides)
     print(f"training the built-in task (English number words -> German) into {args.out} ...")
-    prepare_run(cfg, args.out, bleu_factory).train()
+    trainer = prepare_run(cfg, args.out, bleu_factory)
+    trainer.train()
+    if trainer.stopped_by_signal:
+        print(f"{trainer.stop_reason}; run `aiayn demo --out {args.out}` again to resume")
+        return 128 + int(getattr(signal, trainer.stopped_by_signal))
     model_dir = Path(args.out) / "average"
     model_dir = model_dir if model_dir.exists() else Path(args.out) / "best"
     translator = Translator.from_pretrained(model_dir)
