@@ -193,3 +193,15 @@ def test_average_is_the_elementwise_mean(tmp_path, transformer_dir):
     for k in a:
         torch.testing.assert_close(avg[k], a[k] + 0.5)
     assert len(json.loads((out / "info.json").read_text())["averaged"]) == 2
+
+
+def test_demo_stops_on_sigterm_without_translating(tmp_path):
+    cmd = [sys.executable, "-m", "aiayn", "demo", "--out", str(tmp_path / "demo")]
+    cmd += [x for s in TINY + ["train.max_steps=100000", "train.save_every=4"] for x in ("--set", s)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    wait_for(tmp_path / "demo" / "checkpoints" / "step_00000004", proc)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 143, output
+    assert "again to resume" in output and "held-out examples" not in output and "Traceback" not in output
