@@ -163,7 +163,7 @@ def check_output_dir(out: str | Path, kind: str, force: bool = False, inputs=())
     if found != kind:
         what = f"an aiayn {found} output" if found else "files aiayn did not write"
         raise OutputError(f"--out {out} is not empty: it holds {what}; nothing was written. Choose a new or "
-                          f"empty directory (aiayn never deletes a directory it did not create as a {kind})")
+                          f"empty directory (aiayn replaces only its own earlier {kind} output, with --force)")
     if not force:
         raise OutputError(f"--out {out} holds an earlier aiayn {kind}; pass --force to replace it")
     return out
