@@ -62,8 +62,14 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yields a new temporary file in `path`'s directory for the caller to write; then fsync and rename
     it over `path`. The temporary name is unique and created exclusively (mkstemp: O_CREAT | O_EXCL),
     so a symlink planted in the directory is never followed; on any failure it is removed and `path`
-    is left as it was."""
+    is left as it was. A device or FIFO (/dev/null, /dev/stdout) is written directly, and a symlink is
+    followed to the file it names, so neither is ever replaced by a regular file."""
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():  # a device or FIFO: no rename possible
+        yield path
+        return
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     if path.is_dir():
         raise OutputError(f"{path} is a directory; give a file name")
     if not path.parent.is_dir():
@@ -114,6 +120,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700: others could not load the model
     try:
         yield tmp
         _fsync_tree(tmp)
@@ -166,7 +173,19 @@ def check_output_dir(out: str | Path, kind: str, force: bool = False, inputs=())
                           f"empty directory (aiayn replaces only its own earlier {kind} output, with --force)")
     if not force:
         raise OutputError(f"--out {out} holds an earlier aiayn {kind}; pass --force to replace it")
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in _written_files(out))
+    if foreign:
+        raise OutputError(f"--out {out} holds files aiayn did not write there ({', '.join(foreign[:5])}); "
+                          f"--force replaces only an untouched earlier {kind}: move them first")
     return out
+
+
+def _written_files(out: Path) -> set[str]:
+    """The names an aiayn output directory may hold: the checkpoint files, or the export's own list."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return set(json.loads((out / EXPORT_MARKER).read_text(encoding="utf-8"))["files"]) | {EXPORT_MARKER}
+    return {"model.safetensors", "config.yaml", "tokenizer.model", "trainer_state.pt", "ema.safetensors",
+            "info.json"}
 
 
 # ---- save and load -----------------------------------------------------------------------------------
@@ -339,6 +358,10 @@ def average_checkpoints(paths: list[Path], out: Path, force: bool = False) -> Pa
         raise CheckpointError("no checkpoints to average")
     paths = [Path(p) for p in paths]
     check_output_dir(out, "average", force, inputs=paths)
+    tokenizers = {_require(p, "tokenizer.model").read_bytes() for p in paths}
+    if len(tokenizers) > 1:
+        raise CheckpointError("the checkpoints have different tokenizer.model files; only checkpoints of one "
+                              "model (one run) can be averaged")
     total, first_config = None, None
     for p in paths:
         weights, metadata = read_weights(_require(p, "model.safetensors"))

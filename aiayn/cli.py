@@ -69,8 +69,9 @@ def cmd_train(args) -> int:
     from aiayn.config import load_config
     from aiayn.training.run import prepare_run
 
-    overrides = list(args.overrides) + ([f"data.data_dir={args.data_dir}"] if args.data_dir else [])
-    cfg = load_config(args.config or DEMO_CONFIG, overrides)
+    cfg = load_config(args.config or DEMO_CONFIG, args.overrides)
+    if args.data_dir:  # a path, taken as it is (through --set it would be parsed as YAML)
+        cfg.data.data_dir = args.data_dir
     trainer = prepare_run(cfg, args.out, bleu_factory, args.device)
     main_process = trainer.dist.is_main
     if main_process and trainer.resumed_from is not None:
@@ -157,6 +158,9 @@ def main(argv=None) -> int:
             raise
         print(f"aiayn {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader left (e.g. `| head -1`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
     except Exception as err:
         message = _user_message(err)
         if message is None or debug:

@@ -81,13 +81,24 @@ def add_parsers(sub) -> None:
                    "requests per second on 2 cores)")
 
 
-def write_atomic(path: str, text: str, inputs=()) -> None:
-    from aiayn.checkpoint import write_text_atomic
+def check_output_file(path: str, inputs=(), model_dirs=()) -> None:
+    """An output file is never an input, nor inside a model directory in use (its weights, config or
+    tokenizer would be replaced)."""
     from aiayn.errors import OutputError
 
+    target = Path(path).resolve()
     for source in inputs:
-        if source and Path(source).exists() and Path(path).resolve() == Path(source).resolve():
+        if source and Path(source).exists() and target == Path(source).resolve():
             raise OutputError(f"{path} is also an input; write the output to another file")
+    for model_dir in model_dirs:
+        if model_dir and Path(model_dir).resolve() in target.parents:
+            raise OutputError(f"{path} lies inside the model directory {model_dir}; write outputs elsewhere")
+
+
+def write_atomic(path: str, text: str, inputs=(), model_dirs=()) -> None:
+    from aiayn.checkpoint import write_text_atomic
+
+    check_output_file(path, inputs, model_dirs)
     write_text_atomic(Path(path), text)
 
 
@@ -126,7 +137,7 @@ def cmd_translate(args) -> int:
         _warn_truncated(results, args.input or "<stdin>")
         text = "".join(_render(r, args.n_best) + "\n" for r in results)
         if args.output:
-            write_atomic(args.output, text, inputs=[args.input])
+            write_atomic(args.output, text, inputs=[args.input], model_dirs=[args.model, translator.model_dir])
         else:
             sys.stdout.write(text)
         return 0
@@ -175,7 +186,8 @@ def cmd_evaluate(args) -> int:
     hyps = [r.text for r in translator.translate(sources, args.beam, 1, args.alpha)]
     seconds = time.perf_counter() - start
     if args.hyp_out:
-        write_atomic(args.hyp_out, "".join(h + "\n" for h in hyps), inputs=[args.src, args.ref])
+        write_atomic(args.hyp_out, "".join(h + "\n" for h in hyps), inputs=[args.src, args.ref],
+                     model_dirs=[args.model, args.compare, translator.model_dir])
     scores = evaluate_corpus(hyps, refs, args.bootstrap)
     report = {"model": str(translator.model_dir), "sentences": len(sources), "seconds": round(seconds, 1),
               "scores": as_dicts(scores)}
@@ -213,6 +225,7 @@ def cmd_attention(args) -> int:
 
     translator = Translator.from_pretrained(args.model)
     _check_decode_args(translator, args, n_best=1, batch_size=1)
+    check_output_file(args.out, model_dirs=[args.model, translator.model_dir])
     maps = capture(translator, args.sentence, args.target, beam=args.beam, merge_words=args.merge_words)
     path = write_maps(maps, args.out, kind=args.kind, layer=args.layer, head=args.head)
     print(f"translation: {maps.translation}\nwrote {path}")
@@ -240,8 +253,8 @@ def cmd_serve(args) -> int:
 
     from aiayn.decoding.translator import Translator
 
-    if args.threads < 0:
-        raise AiaynError(f"--threads {args.threads}: give 0 (torch's default) or a positive number")
+    if not 0 <= args.threads <= 1024:
+        raise AiaynError(f"--threads {args.threads}: give 0 (torch's default) or 1 to 1024")
     if args.threads:
         torch.set_num_threads(args.threads)
     uvicorn.run(create_app(Translator.from_pretrained(args.model)), host=args.host, port=args.port)

@@ -105,9 +105,10 @@ TRAIN_RULES = {
     "adam_betas": _betas, "adam_eps": above(0), "label_smoothing": fraction, "clip_norm": at_least(0),
     "eval_every": at_least(1), "bleu_every": at_least(0), "bleu_sentences": at_least(1), "save_every": at_least(1),
     "keep_last": at_least(1), "average_last": at_least(0), "patience": at_least(0), "ema_decay": fraction,
-    "log_every": at_least(1), "num_threads": at_least(0),
+    "log_every": at_least(1), "num_threads": between(0, 1024),
 }
-DECODE_RULES = {"beam": at_least(1), "length_penalty": at_least(0), "max_len_a": at_least(0), "max_len_b": at_least(1)}
+DECODE_RULES = {"beam": at_least(1), "length_penalty": between(0, 10), "max_len_a": at_least(0),
+                "max_len_b": at_least(1)}
 
 
 class DuplicateKeyError(yaml.YAMLError):

@@ -16,6 +16,8 @@ def resolve_device(name: str | torch.device) -> torch.device:
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise AiaynError(f"--device {name}: this machine has {torch.cuda.device_count()} GPU(s), "
                              f"numbered from 0")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise AiaynError(f"--device {name}: mps requested but this machine has no Apple GPU; use --device cpu")
     elif device.type not in ("cpu", "mps"):
         raise AiaynError(f"--device {name}: unsupported here; use cpu or cuda")
     return device

@@ -91,6 +91,6 @@ def to_ctranslate2(model_dir: str | Path, out_dir: str | Path, force: bool = Fal
 
     with atomic_dir(out_dir) as tmp:
         _Converter().convert(str(tmp), force=True)  # force: CTranslate2 refuses the (empty) temporary dir
-        marker = {"output": "export", "model": str(source.resolve())}
+        marker = {"output": "export", "model": str(source.resolve()), "files": sorted(p.name for p in tmp.iterdir())}
         (tmp / EXPORT_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
     return Path(out_dir)

@@ -467,3 +467,80 @@ def test_damaged_config_duplicate_key_and_tiny_vocabulary(tmp_path, transformer_
     assert_user_error(code, output, "duplicate key", "config.yaml")
     code, output = run_cli(train_args(tmp_path / "run", "data.vocab_size=9"), capsys)
     assert_user_error(code, output, "data.vocab_size=9")
+
+
+# ---- found by a hostile probe after the first pass ----------------------------------------------------
+def test_output_through_a_symlink_or_a_device_is_never_replaced(workspace, capsys):
+    real = workspace / "real.txt"
+    real.write_text("old")
+    (workspace / "link.txt").symlink_to(real)
+    args = ["translate", "--model", workspace / "run", "--input", workspace / "in.txt", "--output"]
+    assert run_cli(args + [workspace / "link.txt"], capsys)[0] == 0
+    assert (workspace / "link.txt").is_symlink() and real.read_text().count("\n") == 2
+    assert run_cli(args + ["/dev/null"], capsys)[0] == 0
+    assert Path("/dev/null").is_char_device()
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "attention"])
+def test_output_inside_the_model_directory_is_refused(workspace, capsys, command):
+    model = workspace / "run" / "checkpoints" / "step_00000002"
+    target = model / "model.safetensors"
+    args = {"translate": ["translate", "--model", model, "--input", workspace / "in.txt", "--output", target],
+            "evaluate": ["evaluate", "--model", model, "--src", workspace / "in.txt", "--ref", workspace / "in.txt",
+                         "--hyp-out", target, "--bootstrap", "0"],
+            "attention": ["attention", "--model", model, SENT, "--out", model / "maps.json"]}[command]
+    before = tree_digest(workspace)
+    assert_user_error(*run_cli(args, capsys), "inside the model directory")
+    assert tree_digest(workspace) == before
+
+
+def test_force_never_deletes_what_the_user_added(workspace, capsys):
+    out = workspace / "avg"
+    assert run_cli(_average_args(workspace) + [out], capsys)[0] == 0
+    (out / "NOTES.txt").write_text("mine")
+    before = tree_digest(workspace)
+    assert_user_error(*run_cli(_average_args(workspace) + [out, "--force"], capsys), "NOTES.txt")
+    assert tree_digest(workspace) == before
+
+
+def test_average_of_two_runs_with_different_tokenizers_is_refused(workspace, capsys):
+    other = workspace / "other"
+    shutil.copytree(workspace / "run/checkpoints/step_00000001", other)
+    _damage_tokenizer(other, None)
+    code, output = run_cli(["average", workspace / "run/checkpoints/step_00000001", other, "--out",
+                            workspace / "avg"], capsys)
+    assert_user_error(code, output, "tokenizer.model")
+
+
+def test_checkpoint_and_run_dirs_keep_the_users_permissions(trained_run):
+    mode = (trained_run / "checkpoints" / "step_00000008").stat().st_mode & 0o777
+    assert mode & 0o055 == 0o055 & ~_current_umask()  # readable by others under umask 022
+
+
+def _current_umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.parametrize("content", [b"", b"[]", b"\xff"])
+def test_damaged_run_marker_is_a_clear_error(trained_run, tmp_path, capsys, content):
+    run = _copy_run(trained_run, tmp_path)
+    (run / "run.json").write_bytes(content)
+    assert_user_error(*run_cli(train_args(run, "train.max_steps=12"), capsys), "run.json")
+
+
+@pytest.mark.parametrize("option, needle", [(["--alpha", "2000"], "alpha"), (["--device", "mps"], "mps")])
+def test_more_decoding_options(transformer_dir, tmp_path, capsys, option, needle):
+    (tmp_path / "in.txt").write_text(SENT + "\n")
+    code, output = run_cli(["translate", "--model", transformer_dir, "--input", tmp_path / "in.txt", *option],
+                           capsys)
+    assert_user_error(code, output, needle)
+
+
+def test_data_dir_is_a_path_not_yaml(tmp_path, capsys):
+    code, output = run_cli(train_args(tmp_path / "run", "data.dataset=multi30k") + ["--data-dir", "data #1"],
+                           capsys)
+    assert_user_error(code, output, "data #1")

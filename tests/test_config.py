@@ -55,7 +55,7 @@ def test_shipped_configs_exist():
 # every numeric field has a rule; the error names the field and where it was set
 BAD_VALUES = [
     ("train.log_every=0", "train.log_every=0 must be >= 1"), ("model.n_heads=0", "model.n_heads=0 must be >= 1"),
-    ("train.num_threads=-1", "train.num_threads=-1 must be >= 0"),
+    ("train.num_threads=-1", "train.num_threads=-1 must be in [0, 1024]"),
     ("data.vocab_size=0", "data.vocab_size=0 must be >= 8"), ("train.lr_factor=-1", "train.lr_factor=-1.0 must be > 0"),
     ("data.max_len=0", "data.max_len=0 must be >= 1"), ("train.max_minutes=-1", "train.max_minutes=-1.0 must be >= 0"),
     ("train.keep_last=0", "train.keep_last=0 must be >= 1"), ("train.average_last=-1", "train.average_last=-1"),
@@ -67,6 +67,7 @@ BAD_VALUES = [
     ("train.seed=-1", "train.seed=-1"), ("data.synthetic_train=0", "data.synthetic_train=0"),
     ("data.synthetic_valid=600000", "data.synthetic_valid=600000"), ("data.synthetic_seed=-2", "synthetic_seed"),
     ("decode.length_penalty=-0.1", "decode.length_penalty=-0.1"), ("decode.length_penalty=.inf", "finite"),
+    ("decode.length_penalty=2000", "decode.length_penalty"),
     ("decode.max_len_a=-1", "decode.max_len_a=-1.0"), ("decode.max_len_b=0", "decode.max_len_b=0"),
     ("decode.beam=0", "decode.beam=0"), ("model.d_model=0", "model.d_model=0"), ("model.d_ff=0", "model.d_ff=0"),
     ("model.n_encoder_layers=0", "model.n_encoder_layers=0"), ("model.n_decoder_layers=0", "n_decoder_layers=0"),

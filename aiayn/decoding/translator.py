@@ -1,7 +1,6 @@
 """The Translator: one object behind the Python API, the CLI and the web server."""
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,9 @@ class Translation:
     truncated: bool = False  # the source was longer than the model's maximum and was cut
 
 
+MAX_ALPHA = 10.0  # ((5 + |Y|) / 6) ** alpha overflows a float for large alpha; useful values are below 2
+
+
 def _check_int(name: str, value, low: int, high: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise AiaynError(f"{name} must be an integer, got {value!r}")
@@ -38,8 +40,8 @@ def check_options(beam: int, n_best: int, alpha: float, batch_size: int) -> None
     """The decoding options of every entry point (API, CLI, server), checked in one place."""
     _check_int("beam", beam, 1)
     _check_int("n_best", n_best, 1, beam)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha < 0:
-        raise AiaynError(f"alpha (length penalty) must be a finite number >= 0, got {alpha!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= MAX_ALPHA:
+        raise AiaynError(f"alpha (length penalty) must be a number in [0, {MAX_ALPHA:g}], got {alpha!r}")
     _check_int("batch_size", batch_size, 1)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from aiayn.checkpoint import write_bytes_atomic, write_text_atomic
-from aiayn.config import config_yaml, to_dict
+from aiayn.config import config_yaml, parse_yaml, to_dict
 from aiayn.data.datasets import load_pairs, to_examples
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.device import resolve_device
@@ -66,17 +66,22 @@ def data_fingerprint(train_pairs, valid_pairs) -> str:
 
 def check_same_run(out: Path, cfg, fingerprint: str) -> None:
     """Stop before anything is written when the saved run differs from this command's."""
-    import yaml
-
     marker = out / RUN_MARKER
     if marker.exists():
-        saved = json.loads(marker.read_text(encoding="utf-8")).get("data_sha256")
+        try:
+            saved = json.loads(marker.read_text(encoding="utf-8")).get("data_sha256")
+        except (ValueError, AttributeError):  # JSON or UTF-8 errors, or not an object
+            raise RunMismatchError(f"{marker}: damaged (not the JSON object aiayn writes); restore or delete "
+                                   f"it to resume") from None
         if saved and saved != fingerprint:
             raise RunMismatchError(f"{out} was trained on other data (fingerprint {saved[:12]} in {marker}, "
                                    f"{fingerprint[:12]} now); use a new --out, or the run's own data")
     if not (out / "config.yaml").exists():
         return
-    saved = _flatten(yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8")) or {})
+    try:
+        saved = _flatten(parse_yaml((out / "config.yaml").read_text(encoding="utf-8"), str(out / "config.yaml")) or {})
+    except (UnicodeDecodeError, AttributeError):
+        raise RunMismatchError(f"{out / 'config.yaml'}: damaged (not the config mapping aiayn writes)") from None
     now = _flatten(to_dict(cfg))
     diff = [f"{k}: {saved.get(k)!r} in the run, {now.get(k)!r} now" for k in sorted(set(saved) | set(now))
             if k not in RESUMABLE and saved.get(k) != now.get(k)]

@@ -28,6 +28,7 @@ from aiayn.checkpoint import (
     write_text_atomic,
 )
 from aiayn.data.batching import collate, make_batches
+from aiayn.errors import OutputError
 from aiayn.training import distributed as D
 from aiayn.training.loss import label_smoothed_loss
 from aiayn.training.progress_bar import TrainingBar
@@ -397,7 +398,11 @@ class Trainer:
             self.save()
         D.barrier(self.dist)
         if self.dist.is_main and self.tc.average_last > 1:
-            last = sorted((self.out / "checkpoints").glob("step_*"))[-self.tc.average_last:]
+            last = step_checkpoints(self.out)[-self.tc.average_last:]
             if len(last) > 1:
-                average_checkpoints(last, self.out / "average", force=True)
+                try:
+                    average_checkpoints(last, self.out / "average", force=True)
+                except OutputError as err:  # files of the user's in average/: keep them, skip the average
+                    log.warning("no new average written: %s", err)
+                    return
                 log.info("averaged %d checkpoints into %s", len(last), self.out / "average")
