@@ -32,9 +32,9 @@ from aiayn.web.app import (
     MAX_OUTPUT_TOKENS,
     MAX_RUNNING,
     MAX_SOURCE_TOKENS,
-    MAX_TEXT,
     MAX_WAITING,
     TIME_LIMIT_S,
+    heaviest_text,
     max_response_bytes,
 )
 
@@ -60,21 +60,6 @@ def tiny_model(root: Path) -> Path:
     torch.manual_seed(0)
     save_checkpoint(root, build_model(cfg.model), cfg, tokenizer)
     return root
-
-
-def repeated(tokenizer, word: str) -> str:
-    """The longest repetition of `word` the server takes (MAX_TEXT characters, MAX_SOURCE_TOKENS subwords)."""
-    text = word
-    while len(longer := f"{text} {word}") <= MAX_TEXT and len(tokenizer.encode([longer])[0]) + 1 <= MAX_SOURCE_TOKENS:
-        text = longer
-    return text
-
-
-def heaviest_text(tokenizer, words=("nine", "x")) -> str:
-    """The request the server works hardest on: the most source subwords it takes. With the number-task
-    tokenizer "x" is two subwords: "x x ... x" is 127 with </s> in 125 characters; "nine" stops at 101
-    in 499 (MAX_TEXT)."""
-    return max((repeated(tokenizer, w) for w in words), key=lambda t: (len(tokenizer.encode([t])[0]), len(t)))
 
 
 def free_port() -> int:

@@ -24,6 +24,7 @@ from aiayn.web.app import (
     MAX_TEXT,
     Limits,
     create_app,
+    heaviest_text,
     max_response_bytes,
 )
 
@@ -62,21 +63,6 @@ def wait_until(condition, what: str, seconds: float = 20.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.005)
-
-
-def repeated(tokenizer, word: str) -> str:
-    """The longest repetition of `word` the server takes (MAX_TEXT characters, MAX_SOURCE_TOKENS subwords)."""
-    text = word
-    while len(longer := f"{text} {word}") <= MAX_TEXT and len(tokenizer.encode([longer])[0]) + 1 <= MAX_SOURCE_TOKENS:
-        text = longer
-    return text
-
-
-def heaviest_text(tokenizer, words=("nine", "x")) -> str:
-    """The request the server works hardest on: the most source subwords it takes. With the number-task
-    tokenizer "x" is two subwords: "x x ... x" is 127 with </s> in 125 characters; "nine" stops at 101
-    in 499 (MAX_TEXT)."""
-    return max((repeated(tokenizer, w) for w in words), key=lambda t: (len(tokenizer.encode([t])[0]), len(t)))
 
 
 class Gated:

@@ -205,3 +205,18 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
     return app
+
+
+def _repeated(tokenizer, word: str) -> str:
+    """The longest repetition of `word` the server takes (MAX_TEXT characters, MAX_SOURCE_TOKENS subwords)."""
+    text = word
+    while len(longer := f"{text} {word}") <= MAX_TEXT and len(tokenizer.encode([longer])[0]) + 1 <= MAX_SOURCE_TOKENS:
+        text = longer
+    return text
+
+
+def heaviest_text(tokenizer, words=("nine", "x")) -> str:
+    """The request the server works hardest on: the most source subwords it takes. With the number-task
+    tokenizer "x" is two subwords: "x x ... x" is 127 with </s> in 125 characters; "nine" stops at 101
+    in 499 (MAX_TEXT)."""
+    return max((_repeated(tokenizer, w) for w in words), key=lambda t: (len(tokenizer.encode([t])[0]), len(t)))
