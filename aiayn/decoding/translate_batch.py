@@ -12,11 +12,9 @@ def max_positions(model) -> int | None:
     return None if table is None else table.size(0)
 
 
-def encode_sources(tokenizer, sentences: list[str], max_len: int | None = None) -> list[list[int]]:
-    ids = tokenizer.encode(sentences)
-    if max_len:
-        ids = [s[: max_len - 1] for s in ids]
-    return [s + [tokenizer.eos_id] for s in ids]
+def encode_sources(tokenizer, sentences: list[str]) -> list[list[int]]:
+    """Subword ids with the final </s>; over-long sources are the caller's to cut or refuse."""
+    return [s + [tokenizer.eos_id] for s in tokenizer.encode(sentences)]
 
 
 def pad_batch(sequences: list[list[int]], pad_id: int, device) -> torch.Tensor:
