@@ -7,7 +7,9 @@ A checkpoint is a directory, written under a unique temporary name and renamed i
     model.safetensors   weights only (safe to share; tied weights stored once); its header metadata
                         holds the model config it was saved with, checked against config.yaml on load
     config.yaml         the resolved experiment config
-    tokenizer.model     the SentencePiece model
+    tokenizer.model     the SentencePiece model (aiayn's own joint vocabulary), or instead, for imported
+                        Marian models, source.spm, target.spm, vocab.json [target_vocab.json] and
+                        tokenizer_config.json (aiayn.data.separate_tokenizer)
     trainer_state.pt    optimizer, scheduler, step, data position, every RNG state (weights_only load)
     ema.safetensors     EMA weights, when train.ema_decay > 0
     info.json           step, metrics; "output": "average" for directories made by averaging
@@ -29,7 +31,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file, save_model
 
 from aiayn.config import ExperimentConfig, config_from_dict, config_yaml, parse_yaml
-from aiayn.data.tokenizer import Tokenizer
+from aiayn.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_dir
 from aiayn.errors import AiaynError, OutputError
 from aiayn.model import build_model
 
@@ -184,8 +186,8 @@ def _written_files(out: Path) -> set[str]:
     """The names an aiayn output directory may hold: the checkpoint files, or the export's own list."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
         return set(json.loads((out / EXPORT_MARKER).read_text(encoding="utf-8"))["files"]) | {EXPORT_MARKER}
-    return {"model.safetensors", "config.yaml", "tokenizer.model", "trainer_state.pt", "ema.safetensors",
-            "info.json"}
+    return {"model.safetensors", "config.yaml", "trainer_state.pt", "ema.safetensors", "info.json",
+            *TOKENIZER_FILES}
 
 
 # ---- save and load -----------------------------------------------------------------------------------
@@ -199,7 +201,8 @@ def save_checkpoint(path: str | Path, model, cfg: ExperimentConfig, tokenizer: T
     with atomic_dir(path) as tmp:
         save_model(model, str(tmp / "model.safetensors"), metadata=_model_metadata(cfg))
         (tmp / "config.yaml").write_text(config_yaml(cfg), encoding="utf-8")
-        (tmp / "tokenizer.model").write_bytes(tokenizer.proto)
+        for name, data in tokenizer.files().items():  # tokenizer.model, or the files of separate vocabularies
+            (tmp / name).write_bytes(data)
         if trainer_state is not None:
             torch.save(trainer_state, tmp / "trainer_state.pt")
         if ema is not None:
@@ -229,7 +232,8 @@ def load_config_file(path: Path) -> ExperimentConfig:
 
 
 def load_tokenizer(path: Path) -> Tokenizer:
-    return Tokenizer.load(_require(path, "tokenizer.model"))
+    """tokenizer.model, or separate source/target vocabularies (source.spm, target.spm, vocab.json)."""
+    return load_dir(path) if (path / "vocab.json").is_file() else Tokenizer.load(_require(path, "tokenizer.model"))
 
 
 def read_weights(file: Path) -> tuple[dict, dict]:
@@ -260,11 +264,11 @@ def _check_model_config(file: Path, metadata: dict, cfg: ExperimentConfig) -> No
 def _check_tokenizer(path: Path, cfg: ExperimentConfig, tokenizer: Tokenizer) -> None:
     m = cfg.model
     for name in ("src_vocab_size", "tgt_vocab_size"):
-        if getattr(m, name) != tokenizer.vocab_size:
-            raise CheckpointError(f"{path}: config.yaml has model.{name}={getattr(m, name)} but tokenizer.model "
-                                  f"has {tokenizer.vocab_size} pieces; they come from different models")
+        if getattr(m, name) != getattr(tokenizer, name):
+            raise CheckpointError(f"{path}: config.yaml has model.{name}={getattr(m, name)} but {tokenizer.name} "
+                                  f"has {getattr(tokenizer, name)} pieces; they come from different models")
     if m.pad_id != tokenizer.pad_id:
-        raise CheckpointError(f"{path}: config.yaml has model.pad_id={m.pad_id} but tokenizer.model's pad id "
+        raise CheckpointError(f"{path}: config.yaml has model.pad_id={m.pad_id} but {tokenizer.name}'s pad id "
                               f"is {tokenizer.pad_id}; they come from different models")
 
 
@@ -326,7 +330,11 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     latest = Path(run_dir) / "latest"
     if not latest.exists():
         return None
-    name = latest.read_text(encoding="utf-8", errors="replace").strip()
+    if not latest.is_file():  # a directory, FIFO or device (/dev/zero) would hang or never end
+        raise CheckpointError(f"{latest}: not a regular file; delete it (the newest checkpoint in "
+                              f"{run_dir}/checkpoints is then used)")
+    with open(latest, "rb") as f:
+        name = f.read(64).decode("utf-8", errors="replace").strip()  # a name is 13 characters
     if not STEP_NAME.fullmatch(name):
         raise CheckpointError(f"{latest}: says {name[:80]!r}, not a checkpoint name like step_00000500; "
                               f"fix or delete the file (the newest checkpoint in {run_dir}/checkpoints is then used)")
@@ -358,10 +366,10 @@ def average_checkpoints(paths: list[Path], out: Path, force: bool = False) -> Pa
         raise CheckpointError("no checkpoints to average")
     paths = [Path(p) for p in paths]
     check_output_dir(out, "average", force, inputs=paths)
-    tokenizers = {_require(p, "tokenizer.model").read_bytes() for p in paths}
+    tokenizers = {load_tokenizer(p).proto for p in paths}
     if len(tokenizers) > 1:
-        raise CheckpointError("the checkpoints have different tokenizer.model files; only checkpoints of one "
-                              "model (one run) can be averaged")
+        raise CheckpointError("the checkpoints have different tokenizer files; only checkpoints of one model "
+                              "(one run) can be averaged")
     total, first_config = None, None
     for p in paths:
         weights, metadata = read_weights(_require(p, "model.safetensors"))

@@ -1,6 +1,7 @@
 """CLI subcommands that use trained models: translate, evaluate, average, attention, serve (wiring only)."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -86,6 +87,8 @@ def check_output_file(path: str, inputs=(), model_dirs=()) -> None:
     tokenizer would be replaced)."""
     from aiayn.errors import OutputError
 
+    if path.endswith(("/", os.sep)):  # Path() would drop the slash and write a file of that name
+        raise OutputError(f"{path} names a directory; give a file name, e.g. {path.rstrip('/' + os.sep)}/out.txt")
     target = Path(path).resolve()
     for source in inputs:
         if source and Path(source).exists() and target == Path(source).resolve():
@@ -125,14 +128,14 @@ def _check_decode_args(translator, args, n_best: int, batch_size: int) -> None:
 
 
 def cmd_translate(args) -> int:
-    from aiayn.data.corpus import read_lines
+    from aiayn.data.corpus import iter_stream_lines, read_lines
     from aiayn.decoding.translator import Translator
 
     translator = Translator.from_pretrained(args.model, args.device)
     _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading any input
     options = dict(beam=args.beam, n_best=args.n_best, alpha=args.alpha)
     if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
-        lines = read_lines(args.input) if args.input else [line.rstrip("\n") for line in sys.stdin]
+        lines = read_lines(args.input) if args.input else list(iter_stream_lines(sys.stdin.buffer))
         results = translator.translate(lines, batch_size=args.batch_size, **options) if lines else []
         _warn_truncated(results, args.input or "<stdin>")
         text = "".join(_render(r, args.n_best) + "\n" for r in results)
@@ -145,12 +148,13 @@ def cmd_translate(args) -> int:
         print(f"model {translator.model_dir} loaded; type a sentence and press Enter "
               f"(Ctrl-D to end)", file=sys.stderr)
     try:
-        for number, line in enumerate(sys.stdin, start=1):  # interactive: answer each line as it comes
-            result = translator.translate([line.rstrip("\n")], **options)[0]
+        for number, line in enumerate(iter_stream_lines(sys.stdin.buffer), start=1):  # answer each as it comes
+            result = translator.translate([line], **options)[0]
             _warn_truncated([result], f"<stdin> line {number}")
             print(_render(result, args.n_best), flush=True)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C ends the session like Ctrl-D, but says it was interrupted
         print("", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -214,7 +218,8 @@ def cmd_average(args) -> int:
     from aiayn.checkpoint import average_checkpoints
 
     out = average_checkpoints([Path(p) for p in args.checkpoints], Path(args.out), force=args.force)
-    print(f"averaged {len(args.checkpoints)} checkpoints into {out} (listed in {out}/info.json)")
+    count = len(args.checkpoints)
+    print(f"averaged {count} checkpoint{'s' if count > 1 else ''} into {out} (listed in {out}/info.json)")
     return 0
 
 
@@ -227,6 +232,9 @@ def cmd_attention(args) -> int:
     _check_decode_args(translator, args, n_best=1, batch_size=1)
     check_output_file(args.out, model_dirs=[args.model, translator.model_dir])
     maps = capture(translator, args.sentence, args.target, beam=args.beam, merge_words=args.merge_words)
+    if maps.truncated:
+        print(f"warning: the sentence is longer than the model's maximum source length "
+              f"({translator.max_positions} subword tokens); these maps are of its beginning", file=sys.stderr)
     path = write_maps(maps, args.out, kind=args.kind, layer=args.layer, head=args.head)
     print(f"translation: {maps.translation}\nwrote {path}")
     return 0

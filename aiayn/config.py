@@ -149,6 +149,9 @@ def parse_yaml(text: str, where: str, hint: str = ""):
         raise ConfigError(f"{where}: not valid YAML ({err.problem or err.context}{at}){hint}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{where}: not valid YAML ({err}){hint}") from None
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        raise ConfigError(f"{where}: YAML nested too deeply for a config (thousands of levels); a config needs "
+                          f"two levels, e.g. model: {{d_model: 512}}") from None
 
 
 def _read_file(path: Path) -> dict:
@@ -228,7 +231,8 @@ def _nest(path: list[str], value) -> dict:
 
 
 def _use_preset(cfg: ExperimentConfig, values: dict, source: str, origins: dict) -> None:
-    """`model: {preset: NAME}` in a file: start the model from that preset, then apply the file's keys."""
+    """`model: {preset: NAME}` in a file (or `--set model.preset=NAME`): start the model from that preset,
+    then apply the file's keys."""
     model = values.get("model")
     preset = model.pop("preset", None) if isinstance(model, dict) else None
     if preset is None:
@@ -249,7 +253,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ex
         _apply(cfg, values, "", str(path), origins)
     for item in overrides:
         keys, value = _parse_override(item)
-        _apply(cfg, _nest(keys, value), "", "--set", origins)
+        values = _nest(keys, value)
+        _use_preset(cfg, values, f"--set {item!r}", origins)  # model.preset=NAME: the whole model section
+        _apply(cfg, values, "", "--set", origins)
     return validate(cfg, origins)
 
 

@@ -18,6 +18,9 @@ def resolve_device(name: str | torch.device) -> torch.device:
                              f"numbered from 0")
     elif device.type == "mps" and not torch.backends.mps.is_available():
         raise AiaynError(f"--device {name}: mps requested but this machine has no Apple GPU; use --device cpu")
+    elif device.type == "cpu" and device.index not in (None, 0):  # torch has one CPU device
+        raise AiaynError(f"--device {name}: there is one CPU device; use --device cpu (threads: "
+                         f"train.num_threads, or serve --threads)")
     elif device.type not in ("cpu", "mps"):
         raise AiaynError(f"--device {name}: unsupported here; use cpu or cuda")
     return device

@@ -169,15 +169,22 @@ def test_killed_tokenizer_write_leaves_no_partial_file(tmp_path, monkeypatch):
     from aiayn.config import load_config
     from aiayn.training.run import prepare_run
 
+    replace = checkpoint.os.replace
+
     def killed(src, dst):
-        raise KeyboardInterrupt
+        if Path(dst).name == "tokenizer.model":
+            raise KeyboardInterrupt
+        replace(src, dst)
 
     monkeypatch.setattr(checkpoint.os, "replace", killed)
     cfg = load_config(None, ["data.synthetic_train=200", "data.synthetic_valid=10", "data.vocab_size=64"])
     with pytest.raises(KeyboardInterrupt):
         prepare_run(cfg, tmp_path / "run")
     assert not (tmp_path / "run" / "tokenizer.model").exists()
-    assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".")]
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".") and p.name != ".lock"]
+    monkeypatch.setattr(checkpoint.os, "replace", replace)  # the retry is not blocked by the failed start
+    trainer = prepare_run(cfg, tmp_path / "run")
+    assert (tmp_path / "run" / "tokenizer.model").exists() and trainer.progress.step == 0
 
 
 # ---- checkpoints that do not belong together, or are damaged ---------------------------------------------
@@ -390,11 +397,11 @@ def test_ctrl_c_outside_training_is_not_a_traceback(transformer_dir, tmp_path, c
 def test_interactive_translate_says_how_to_end(transformer_dir, capsys, monkeypatch):
     import io
 
-    class Tty(io.StringIO):
+    class Tty(io.TextIOWrapper):
         def isatty(self):
             return True
 
-    monkeypatch.setattr(sys, "stdin", Tty(SENT + "\n"))
+    monkeypatch.setattr(sys, "stdin", Tty(io.BytesIO((SENT + "\n").encode()), encoding="utf-8"))
     code, output = run_cli(["translate", "--model", transformer_dir], capsys)
     assert code == 0 and "loaded" in output and "Ctrl-D" in output
 

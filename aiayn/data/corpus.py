@@ -96,6 +96,12 @@ def read_lines(path: str | Path) -> list[str]:
     return out
 
 
+def iter_stream_lines(stream, name: str = "<stdin>"):
+    """Lines of a binary stream (e.g. sys.stdin.buffer) as they come, with read_lines' checks and limits:
+    a line that is not UTF-8, or an endless stream such as /dev/zero, ends in a CorpusError naming it."""
+    return _iter_lines(stream, Path(name))
+
+
 def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str, str]]:
     """Aligned (source, target) pairs; blank pairs are dropped and counted in the log."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)

@@ -45,6 +45,19 @@ def check_options(beam: int, n_best: int, alpha: float, batch_size: int) -> None
     _check_int("batch_size", batch_size, 1)
 
 
+def check_sentences(sentences) -> None:
+    """A list of text strings, each encodable as UTF-8 (argv and JSON can carry lone surrogates from
+    bytes that were not UTF-8)."""
+    if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
+        raise AiaynError("sentences must be a list of strings")
+    for number, sentence in enumerate(sentences, start=1):
+        try:
+            sentence.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise AiaynError(f"sentence {number}: not valid UTF-8 text (character {err.start + 1}); "
+                             f"re-encode the input as UTF-8, e.g. iconv -t UTF-8") from None
+
+
 class Translator:
     def __init__(self, model, tokenizer, decode_cfg, device="cpu", model_dir: Path | None = None):
         self.model, self.tokenizer, self.decode_cfg = model.eval(), tokenizer, decode_cfg
@@ -74,18 +87,20 @@ class Translator:
         beam = self.decode_cfg.beam if beam is None else beam
         alpha = self.decode_cfg.length_penalty if alpha is None else alpha
         check_options(beam, n_best, alpha, batch_size)
-        if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
-            raise AiaynError("sentences must be a list of strings")
+        check_sentences(sentences)
         if max_output_len is not None:
             _check_int("max_output_len", max_output_len, 1)
         deadline = None if time_limit is None else time.monotonic() + time_limit
         tok, limit = self.tokenizer, self.max_positions
         if max_output_len is None or max_output_len > limit:
             max_output_len = limit  # decoding step t reads target position t
-        sources = encode_sources(tok, sentences)
+        # A blank line translates to a blank line: the model would invent a sentence for a lone </s>.
+        results: list[Translation] = [Translation(text="", score=0.0, tokens=[], src_tokens=[], n_best=[("", 0.0)])
+                                      for _ in sentences]
+        filled = [i for i, s in enumerate(sentences) if s.strip()]
+        sources = encode_sources(tok, [sentences[i] for i in filled])
         truncated = [len(s) > limit for s in sources]
         sources = [s[: limit - 1] + [tok.eos_id] if cut else s for s, cut in zip(sources, truncated)]
-        results: list[Translation | None] = [None] * len(sentences)
         for indices in length_sorted_batches([len(s) for s in sources], batch_size):
             src = pad_batch([sources[i] for i in indices], tok.pad_id, self.device)
             with torch.inference_mode():
@@ -93,8 +108,8 @@ class Translator:
                                     self.decode_cfg.max_len_a, self.decode_cfg.max_len_b, n_best,
                                     return_attention, max_output_len, deadline)
             for row, i in enumerate(indices):
-                results[i] = self._result(nbest[row], sources[i], src[row], return_attention)
-                results[i].truncated = truncated[i]
+                results[filled[i]] = self._result(nbest[row], sources[i], src[row], return_attention)
+                results[filled[i]].truncated = truncated[i]
         return results
 
     @property
@@ -109,7 +124,7 @@ class Translator:
             attention = self._attention_maps(best, src_row, len(source_ids))
         n_best = [(tok.decode(h.tokens), h.score) for h in hyps]
         return Translation(text=tok.decode(best.tokens), score=best.score, tokens=tok.id_to_piece(best.tokens),
-                           src_tokens=tok.id_to_piece(source_ids), n_best=n_best, attention=attention)
+                           src_tokens=tok.source_id_to_piece(source_ids), n_best=n_best, attention=attention)
 
     def _attention_maps(self, best, src_row, src_len) -> dict:
         """Maps of the best hypothesis: cross and decoder self from the search (cached decoding),

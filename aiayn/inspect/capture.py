@@ -4,7 +4,8 @@ beam-search output (captured while decoding with the KV cache).
 Schema (AttentionMaps; the same fields go to NPZ and JSON):
   source_tokens        S source subwords (ending in </s>)
   target_tokens        T output subwords, one per decoder step (ending in </s> when the output ended)
-  target_input_tokens  T decoder inputs (<s> y_1 .. y_{T-1}): the keys of decoder self-attention
+  target_input_tokens  T decoder inputs (<s> y_1 .. y_{T-1}; <pad> for <s> in Marian models): the keys of
+                       decoder self-attention
   maps[kind]           float32 (L, H, queries, keys); kinds: encoder_self (L, H, S, S),
                        decoder_self (L, H, T, T), cross (L, H, T, S). RNN models: cross only, L = H = 1.
   Every row is a distribution over the keys (sums to 1).
@@ -39,30 +40,41 @@ class AttentionMaps:
     maps: dict[str, np.ndarray] = field(default_factory=dict)
     merged: bool = False
     score: float | None = None  # beam-search score of the translation (None when teacher-forced)
+    truncated: bool = False  # the sentence was longer than the model's positions; its beginning was used
 
 
 def capture(translator, sentence: str, target: str | None = None, beam: int | None = None,
             merge_words: bool = False) -> AttentionMaps:
     if not sentence.strip():
         raise InspectError("the sentence is empty; give some text to translate")
+    if target is not None and not target.strip():
+        raise InspectError("--target is empty; give the target sentence, or leave --target out to see the "
+                           "model's own translation")
     maps = _teacher_forced(translator, sentence, target) if target is not None else \
         _from_search(translator, sentence, beam)
     return merge_subwords(maps) if merge_words else maps
 
 
+def start_and_end(tokenizer) -> tuple[str, str]:
+    """The pieces of the decoder's start token (<s>; <pad> for Marian models) and of </s>."""
+    return tuple(tokenizer.id_to_piece([tokenizer.bos_id, tokenizer.eos_id]))
+
+
 def _from_search(translator, sentence, beam) -> AttentionMaps:
     result = translator.translate([sentence], beam=beam, return_attention=True)[0]
     steps = result.attention["cross"].shape[-2]
-    target = result.tokens + ["</s>"] if steps == len(result.tokens) + 1 else list(result.tokens)
-    return AttentionMaps(result.src_tokens, target, ["<s>"] + target[:-1], result.text, translator.arch,
-                         {k: v.astype(np.float32) for k, v in result.attention.items()}, score=result.score)
+    start, end = start_and_end(translator.tokenizer)
+    target = result.tokens + [end] if steps == len(result.tokens) + 1 else list(result.tokens)
+    return AttentionMaps(result.src_tokens, target, [start] + target[:-1], result.text, translator.arch,
+                         {k: v.astype(np.float32) for k, v in result.attention.items()}, score=result.score,
+                         truncated=result.truncated)
 
 
 @torch.no_grad()
 def _teacher_forced(translator, sentence, target) -> AttentionMaps:
     tok, model = translator.tokenizer, translator.model
     src_ids = encode_sources(tok, [sentence])[0]
-    tgt_ids = tok.encode([target])[0]
+    tgt_ids = tok.encode_target([target])[0]
     limit = translator.max_positions  # the model's positions (teacher forcing cannot cut the target)
     for what, ids in (("the sentence", src_ids), ("--target", [tok.bos_id] + tgt_ids)):
         if len(ids) > limit:
@@ -71,8 +83,8 @@ def _teacher_forced(translator, sentence, target) -> AttentionMaps:
     src = torch.tensor([src_ids], device=translator.device)
     tgt_in = torch.tensor([[tok.bos_id] + tgt_ids], device=translator.device)
     _, maps = model(src, tgt_in, return_attention=True)
-    pieces = tok.id_to_piece(tgt_ids)
-    return AttentionMaps(tok.id_to_piece(src_ids), pieces + ["</s>"], ["<s>"] + pieces, target, translator.arch,
+    pieces, (start, end) = tok.id_to_piece(tgt_ids), start_and_end(tok)
+    return AttentionMaps(tok.source_id_to_piece(src_ids), pieces + [end], [start] + pieces, target, translator.arch,
                          {k: v[0].float().cpu().numpy() for k, v in maps.items()})
 
 
@@ -81,7 +93,7 @@ def word_groups(tokens: list[str]) -> tuple[list[str], list[list[int]]]:
     words, groups = [], []
     for i, piece in enumerate(tokens):
         special = piece in ("<s>", "</s>", "<pad>", "<unk>")
-        if not groups or piece.startswith("▁") or special or words[-1] in ("<s>", "</s>"):
+        if not groups or piece.startswith("▁") or special or words[-1] in ("<s>", "</s>", "<pad>"):
             words.append(piece.lstrip("▁") if not special else piece)
             groups.append([i])
         else:
@@ -103,7 +115,8 @@ def merge_subwords(maps: AttentionMaps) -> AttentionMaps:
     plan = {"encoder_self": (src_groups, src_groups), "decoder_self": (tgt_groups, in_groups),
             "cross": (tgt_groups, src_groups)}
     merged = {k: _merge(v, *plan[k]).astype(np.float32) for k, v in maps.maps.items()}
-    return AttentionMaps(src_words, tgt_words, in_words, maps.translation, maps.arch, merged, True, maps.score)
+    return AttentionMaps(src_words, tgt_words, in_words, maps.translation, maps.arch, merged, True, maps.score,
+                         maps.truncated)
 
 
 def check_index(value: int | None, size: int, name: str) -> None:

@@ -91,9 +91,26 @@ def check_same_run(out: Path, cfg, fingerprint: str) -> None:
                                f"logging and data paths may change on resume)")
 
 
+def lock_run(out: Path):
+    """An exclusive lock on the run directory, held while this process lives (the returned file must stay
+    open): a second `aiayn train --out` on the same directory would interleave checkpoints and logs."""
+    import fcntl
+
+    handle = open(out / ".lock", "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise RunMismatchError(f"{out} is in use by another aiayn train (it holds {out / '.lock'}); wait for "
+                               f"it to end, or stop it, or use another --out") from None
+    return handle
+
+
 def _tokenizer(cfg, out: Path, train_pairs, dist: D.DistInfo) -> Tokenizer:
     path = out / "tokenizer.model"
-    if not path.exists() and dist.is_main:
+    # Until config.yaml is written no step has been trained: a tokenizer left by a start that failed
+    # (or was stopped) may be of other settings, so it is trained again.
+    if dist.is_main and (not path.exists() or not (out / "config.yaml").exists()):
         sentences = [s for pair in train_pairs for s in pair]
         write_bytes_atomic(path, Tokenizer.train(sentences, cfg.data.vocab_size, seed=cfg.train.seed).proto)
     D.barrier(dist)
@@ -107,6 +124,10 @@ def _check_lengths(examples, limit: int, what: str) -> None:
         if longest > limit:
             raise AiaynError(f"{what}: non-blank pair {number} has {longest} subword tokens, more than "
                              f"model.max_len={limit} positions; shorten or remove it, or raise model.max_len")
+
+
+def _write_marker(out: Path, fingerprint: str) -> None:
+    write_text_atomic(out / RUN_MARKER, json.dumps({"output": "run", "data_sha256": fingerprint}) + "\n")
 
 
 def _valid_source(data) -> str:
@@ -129,11 +150,17 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu") ->
     train_pairs, valid_pairs = load_pairs(cfg.data, "train"), load_pairs(cfg.data, "valid")
     fingerprint = data_fingerprint(train_pairs, valid_pairs)
     out.mkdir(parents=True, exist_ok=True)
+    lock = lock_run(out) if dist.is_main else None
+    if dist.is_main and not (out / "config.yaml").exists():  # claim the directory before the first file
+        _write_marker(out, fingerprint)
     tokenizer = _tokenizer(cfg, out, train_pairs, dist)
     cfg.model.src_vocab_size = cfg.model.tgt_vocab_size = tokenizer.vocab_size
     cfg.model.pad_id = tokenizer.pad_id
     check_same_run(out, cfg, fingerprint)
     train = to_examples(train_pairs, tokenizer, cfg.data.max_len, "training data")
+    if not train:
+        raise AiaynError(f"training data: every pair is longer than data.max_len={cfg.data.max_len} subword "
+                         f"tokens, so nothing is left to train on; raise data.max_len")
     valid = to_examples(valid_pairs, tokenizer, None, "validation data")
     if cfg.model.arch == "transformer":
         _check_lengths(valid, cfg.model.max_len, f"validation data ({_valid_source(cfg.data)})")
@@ -141,10 +168,11 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu") ->
     model = build_model(cfg.model)
     if dist.is_main:
         write_text_atomic(out / "config.yaml", config_yaml(cfg))
-        write_text_atomic(out / RUN_MARKER, json.dumps({"output": "run", "data_sha256": fingerprint}) + "\n")
+        _write_marker(out, fingerprint)
         log.info("%s model, %s parameters; %d training pairs", cfg.model.arch, f"{count_parameters(model):,}",
                  len(train))
     bleu_fn = bleu_factory(tokenizer, valid_pairs, cfg) if bleu_factory else None
     trainer = Trainer(cfg, model, tokenizer, train, valid, out, bleu_fn, dist, dev)
+    trainer.run_lock = lock  # held as long as the trainer
     trainer.resume_run()
     return trainer
