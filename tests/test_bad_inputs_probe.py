@@ -151,3 +151,18 @@ def test_model_preset_from_set():
     assert load_config(None, ["model.preset=paper-base", "model.d_model=256"]).model.d_model == 256
     with pytest.raises(ConfigError, match="unknown model preset ''; choose one of"):
         load_config(None, ["model.preset="])
+
+
+def test_png_of_a_long_sentence_stays_bounded(transformer_dir, tmp_path, capsys):
+    """A 400-token sentence with --kind all asked matplotlib for an 80,000-pixel canvas: 9 GB, or a crash."""
+    pytest.importorskip("matplotlib")
+    from PIL import Image
+
+    from aiayn.inspect.png import MAX_PIXELS
+
+    text = " ".join(["forty five"] * 120)
+    code, output = run_cli(["attention", "--model", transformer_dir, text, "--target", text, "--kind", "all",
+                            "--out", tmp_path / "a.png"], capsys)
+    assert code == 0, output
+    with Image.open(tmp_path / "a.png") as image:
+        assert image.width * image.height <= MAX_PIXELS * 1.05  # tight_layout may round up
