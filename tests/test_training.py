@@ -166,6 +166,41 @@ def test_second_ctrl_c_inside_an_update_keeps_the_checkpoint_consistent(tmp_path
     assert_same_run(uninterrupted, tmp_path / "d")
 
 
+def test_second_ctrl_c_inside_a_validation_redoes_it_on_resume(tmp_path, uninterrupted, monkeypatch, capsys):
+    """Two SIGINTs inside step 16's validation: the checkpoint says the validation is pending, and the
+    resumed run does it first, so its validation rows, best checkpoint and weights equal the uninterrupted
+    run's."""
+    from aiayn.cli import main
+    from aiayn.training.trainer import Trainer
+
+    original = Trainer.validate
+
+    def validate_then_two_signals(self):
+        metrics = original(self)
+        if self.progress.step == 16:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return metrics
+
+    argv = ["train", "--out", str(tmp_path / "e")] + [x for s in TINY + RESUME for x in ("--set", s)]
+    monkeypatch.setattr(Trainer, "validate", validate_then_two_signals)
+    assert main(argv) == 130
+    monkeypatch.setattr(Trainer, "validate", original)
+    capsys.readouterr()
+    state = torch.load(tmp_path / "e" / "checkpoints" / "step_00000016" / "trainer_state.pt", weights_only=True)
+    assert state["progress"]["pending_validation"]
+    run_train(tmp_path / "e", RESUME)
+    assert_same_run(uninterrupted, tmp_path / "e")
+    assert validation_rows(tmp_path / "e") == validation_rows(uninterrupted)
+    best = [json.loads((run / "best" / "info.json").read_text())["step"] for run in (uninterrupted, tmp_path / "e")]
+    assert best[0] == best[1]
+
+
+def validation_rows(run: Path) -> list:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["valid_loss"], r.get("bleu")) for r in rows if "valid_loss" in r]
+
+
 def test_two_process_gloo_equals_single_process_accumulation(tmp_path):
     extra = ["train.max_steps=6", "train.save_every=6", "train.eval_every=1000", "model.dropout=0.0",
              "train.average_last=1"]

@@ -6,12 +6,11 @@ import contextlib
 import json
 import logging
 import math
-import random
 import shutil
 import signal
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -33,35 +32,9 @@ from aiayn.training import distributed as D
 from aiayn.training.loss import label_smoothed_loss
 from aiayn.training.progress_bar import TrainingBar
 from aiayn.training.schedule import noam_scheduler
+from aiayn.training.state import Progress, rng_states, set_rng_states, trim_metrics
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Progress:
-    step: int = 0
-    epoch: int = 0
-    batch_index: int = 0  # next batch of this epoch's batch list
-    best_bleu: float = -1.0
-    best_valid_loss: float = math.inf
-    best_step: int = 0
-    bad_evals: int = 0
-    stopped_early: bool = False
-
-
-def rng_states() -> dict:
-    states = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def set_rng_states(states: dict) -> None:
-    torch.set_rng_state(states["torch"])
-    version, internal, gauss = states["python"]
-    random.setstate((version, tuple(internal), gauss))
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
 
 
 class Trainer:
@@ -145,7 +118,8 @@ class Trainer:
             self.ema = ema
         set_rng_states(state["rng"])
         self._step_rng = state["rng"]
-        self._trim_metrics(self.progress.step)
+        if self.dist.is_main:
+            trim_metrics(self.out / "metrics.jsonl", self.progress)
         self.resumed_from = checkpoint
         log.info("resumed from %s at step %d", checkpoint, self.progress.step)
 
@@ -164,18 +138,6 @@ class Trainer:
         if candidates:
             raise CheckpointError(f"{self.out}: none of its {len(candidates)} checkpoints can be resumed from "
                                   f"(see the warnings); use a new --out")
-
-    def _trim_metrics(self, step: int) -> None:
-        """Drop metrics rows past the resumed step, so the log matches the checkpoint."""
-        path = self.out / "metrics.jsonl"
-        if not self.dist.is_main or not path.exists():
-            return
-        kept = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError, TypeError, AttributeError):
-                if json.loads(line).get("step", 0) <= step:
-                    kept.append(line + "\n")
-        write_text_atomic(path, "".join(kept))
 
     def save(self) -> Path | None:
         if not self.dist.is_main:
@@ -266,6 +228,16 @@ class Trainer:
         self.model.train()
         return metrics
 
+    def _validate_step(self, bar) -> None:
+        """Validate, then record the result; a checkpoint saved in between (a second Ctrl-C) says the
+        validation is pending, so a resumed run does it first, as the uninterrupted run did."""
+        self.progress.pending_validation = True
+        metrics = self.validate()
+        with self._update_unit():
+            self._after_validation(metrics)
+            self._log(metrics, bar)
+            self.progress.pending_validation = False
+
     def _after_validation(self, metrics: dict) -> None:
         """Keep the best checkpoint (by dev BLEU, else by validation loss); count evaluations without
         improvement for early stopping."""
@@ -335,6 +307,8 @@ class Trainer:
         handled = (signal.SIGINT, signal.SIGTERM)
         previous = {s: signal.signal(s, self._on_signal) for s in handled} if in_main_thread else {}
         try:
+            if p.pending_validation:  # a second signal ended the last run inside this step's validation
+                self._validate_step(bar)
             while True:
                 self.stop_reason = self._stop_reason(deadline)
                 if self.stop_reason:
@@ -354,10 +328,7 @@ class Trainer:
                         self._log_window(window, bar)
                 bar.advance(p.step)
                 if p.step % tc.eval_every == 0:
-                    metrics = self.validate()
-                    with self._update_unit():
-                        self._after_validation(metrics)
-                        self._log(metrics, bar)
+                    self._validate_step(bar)
                 if p.step % tc.save_every == 0:
                     self.save()
                 if self._stop_requested():
