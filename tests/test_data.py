@@ -1,4 +1,5 @@
 import gzip
+import json
 import http.server
 import logging
 import os
@@ -6,10 +7,12 @@ import threading
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from aiayn.data import corpus, multi30k
 from aiayn.data.batching import Example, collate, make_batches
+from aiayn.data.encoded import EncodedCorpus
 from aiayn.data.corpus import CorpusError, read_lines, read_parallel
 from aiayn.data.synthetic import english, german, number_task
 
@@ -122,12 +125,15 @@ def test_tokenizer_ids_come_from_the_model(tokenizer):
 
 def test_token_budget_batching():
     examples = [Example([1] * (i % 17 + 1), [1] * (i % 13 + 1)) for i in range(300)]
-    batches = make_batches(examples, max_tokens=64, seed=3, epoch=0)
+    corpus = EncodedCorpus.from_examples(examples)
+    batches = make_batches(corpus, max_tokens=64, seed=3, epoch=0)
     assert sorted(i for b in batches for i in b) == list(range(300))
     for b in batches:
         longest = max(max(len(examples[i].src), len(examples[i].tgt)) + 1 for i in b)
         assert longest * len(b) <= 64
-    assert batches == make_batches(examples, 64, 3, 0) and batches != make_batches(examples, 64, 3, 1)
+    as_lists = [b.tolist() for b in batches]
+    assert as_lists == [b.tolist() for b in make_batches(corpus, 64, 3, 0)]
+    assert as_lists != [b.tolist() for b in make_batches(corpus, 64, 3, 1)]
     batch = collate([examples[0], examples[5]], pad_id=0, bos_id=2, eos_id=3)
     assert batch.tgt_in[0, 0] == 2 and batch.tgt_out[0, 1] == 3 and batch.n_tokens == 2 + 7
 
@@ -180,3 +186,37 @@ def test_files_dataset_without_valid_files_and_multi30k_errors_are_user_errors(t
     with pytest.raises(ConfigError, match="data.valid_src and data.valid_tgt"):
         load_pairs(data, "valid")
     assert issubclass(multi30k.DatasetError, AiaynError)
+
+
+def test_encoded_corpus_round_trip_and_cache(tmp_path, tokenizer, monkeypatch):
+    """Streamed in chunks, written as flat arrays, memory-mapped back: the same examples as encoding in
+    memory, pairs over max_len dropped; a second call with the same inputs reuses the cache."""
+    import aiayn.data.encoded as encoded
+    from aiayn.data.datasets import to_examples
+    from aiayn.data.synthetic import number_task
+
+    monkeypatch.setattr(encoded, "CHUNK_PAIRS", 7)
+    pairs = number_task(50, 5, 5, seed=2)["train"]
+    corpus = encoded.encoded_corpus(lambda: iter(pairs), tokenizer, 3, "abc", tmp_path / "cache")
+    expected = to_examples(pairs, tokenizer, 3, "test")
+    assert 0 < len(corpus) == len(expected) < len(pairs)
+    assert [corpus[i] for i in range(len(corpus))] == expected
+    assert isinstance(corpus.src_ids, np.memmap) and corpus.src_ids.dtype == np.uint16
+    (entry,) = (tmp_path / "cache").iterdir()
+    assert json.loads((entry / "meta.json").read_text())["dropped_longer_than_max_len"] == len(pairs) - len(expected)
+    again = encoded.encoded_corpus(lambda: iter(()), tokenizer, 3, "abc", tmp_path / "cache")  # not re-read
+    assert len(again) == len(corpus)
+    other = encoded.encoded_corpus(lambda: iter(pairs), tokenizer, 4, "abc", tmp_path / "cache")
+    assert len(other) > len(corpus) and len(list((tmp_path / "cache").iterdir())) == 2
+
+
+def test_streamed_parallel_files_keep_the_errors(tmp_path):
+    from aiayn.data.corpus import iter_parallel
+
+    src, tgt = tmp_path / "a.txt", tmp_path / "b.txt"
+    src.write_text("one\ntwo\nthree\n")
+    tgt.write_text("eins\nzwei\n")
+    with pytest.raises(CorpusError, match=r"has 3 lines but .* has 2; .*\(line 3 is the first"):
+        list(iter_parallel(src, tgt))
+    with pytest.raises(CorpusError, match=r"has 2 lines but .* has 3; .*\(line 3 is the first"):
+        list(iter_parallel(tgt, src))

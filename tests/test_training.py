@@ -53,6 +53,26 @@ def test_label_smoothed_loss_equals_torch():
     torch.testing.assert_close(nll, ref_nll)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_chunked_loss_gradient_equals_torch(monkeypatch, dtype):
+    """The hand-written backward (softmax - smoothed target), over several chunks, equals autograd's
+    through torch's cross_entropy."""
+    import aiayn.training.loss as loss_module
+
+    monkeypatch.setattr(loss_module, "CHUNK", 7)  # 30 rows: chunks of 7, 7, 7, 7, 2
+    logits = torch.randn(30, 13, dtype=dtype, requires_grad=True)
+    target = torch.randint(0, 13, (30,))
+    loss, nll = label_smoothed_loss(logits, target, pad_id=-1, epsilon=0.1)
+    (loss * 0.5).backward()
+    ref_logits = logits.detach().float().requires_grad_()
+    ref = torch.nn.functional.cross_entropy(ref_logits, target, label_smoothing=0.1, reduction="sum")
+    (ref * 0.5).backward()
+    torch.testing.assert_close(loss, ref.detach())
+    assert logits.grad.dtype == dtype and not nll.requires_grad
+    tolerance = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 1e-3}
+    torch.testing.assert_close(logits.grad.float(), ref_logits.grad, **tolerance)
+
+
 def test_noam_schedule_matches_formula():
     assert noam_rate(4000, 512, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)
     assert noam_rate(100, 512, 4000) == pytest.approx(512**-0.5 * 100 * 4000**-1.5)

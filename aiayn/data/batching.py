@@ -4,9 +4,9 @@ Every process builds the same batch list from the same seed, so the data positio
 (epoch, index of the next batch): enough to resume exactly and to split work between processes.
 """
 
-import random
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 
@@ -24,23 +24,23 @@ class Batch:
     n_tokens: int  # real target tokens (the loss normalizer)
 
 
-def make_batches(examples: list[Example], max_tokens: int, seed: int, epoch: int) -> list[list[int]]:
-    """Example indices grouped into batches whose padded size (count x longest) stays within max_tokens.
-    Sorting by length keeps padding low; the batch order is shuffled by (seed, epoch)."""
-    rng = random.Random(seed * 100003 + epoch)
-    order = list(range(len(examples)))
-    rng.shuffle(order)  # ties in length broken randomly, differently each epoch
-    order.sort(key=lambda i: (len(examples[i].src), len(examples[i].tgt)))
-    batches, current, longest = [], [], 0
-    for i in order:
-        size = max(len(examples[i].src), len(examples[i].tgt)) + 1
-        if current and max(longest, size) * (len(current) + 1) > max_tokens:
-            batches.append(current)
-            current, longest = [], 0
-        current.append(i)
-        longest = max(longest, size)
-    if current:
-        batches.append(current)
+def make_batches(corpus, max_tokens: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """Example indices of `corpus` (anything with src_lengths and tgt_lengths arrays, e.g. an
+    aiayn.data.encoded.EncodedCorpus) grouped into batches whose padded size (count x longest) stays within
+    max_tokens. Sorting by length keeps padding low; ties in length are broken randomly, and the batch
+    order is shuffled, by (seed, epoch)."""
+    rng = np.random.default_rng(seed * 100003 + epoch)
+    src, tgt = np.asarray(corpus.src_lengths), np.asarray(corpus.tgt_lengths)
+    order = rng.permutation(len(src))
+    order = order[np.lexsort((tgt[order], src[order]))]  # stable: the random order survives within ties
+    sizes = (np.maximum(src, tgt)[order] + 1).tolist()  # + 1: </s> or <s>
+    starts, count, longest = [0], 0, 0
+    for position, size in enumerate(sizes):
+        if count and max(longest, size) * (count + 1) > max_tokens:
+            starts.append(position)
+            count, longest = 0, 0
+        count, longest = count + 1, max(longest, size)
+    batches = np.split(order, starts[1:]) if len(order) else []
     rng.shuffle(batches)
     return batches
 

@@ -104,16 +104,40 @@ def iter_stream_lines(stream, name: str = "<stdin>"):
 
 def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str, str]]:
     """Aligned (source, target) pairs; blank pairs are dropped and counted in the log."""
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise CorpusError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
-                          f"the files must be aligned line by line (line {min(len(src), len(tgt)) + 1} "
-                          f"is the first without a partner)")
-    pairs = [(s.strip(), t.strip()) for s, t in zip(src, tgt)]
-    kept = [(s, t) for s, t in pairs if s and t]
-    if len(kept) < len(pairs):
-        log.warning("%s / %s: dropped %d blank line pair(s) of %d", src_path, tgt_path,
-                    len(pairs) - len(kept), len(pairs))
+    return list(iter_parallel(src_path, tgt_path))
+
+
+def iter_parallel(src_path: str | Path, tgt_path: str | Path):
+    """read_parallel's pairs one at a time, both files streamed side by side (a corpus of any size costs
+    no memory here); the same errors, found where they are."""
+    src_path, tgt_path = Path(src_path), Path(tgt_path)
+    for path in (src_path, tgt_path):
+        if not path.exists():
+            raise CorpusError(f"{path}: file not found; check the path (or data.data_dir)")
+    total = kept = 0
+    with _open(src_path) as src_file, _open(tgt_path) as tgt_file:
+        src_lines, tgt_lines = _iter_lines(src_file, src_path), _iter_lines(tgt_file, tgt_path)
+        while (src := next(src_lines, None)) is not None and (tgt := next(tgt_lines, None)) is not None:
+            total += 1
+            src, tgt = src.strip(), tgt.strip()
+            if src and tgt:
+                kept += 1
+                yield src, tgt
+        src_rest = 0 if src is None else 1 + sum(1 for _ in src_lines)  # src was read, its partner missing
+        tgt_rest = sum(1 for _ in tgt_lines)
+        _check_aligned(src_path, tgt_path, total, src_rest, tgt_rest)
+    if kept < total:
+        log.warning("%s / %s: dropped %d blank line pair(s) of %d", src_path, tgt_path, total - kept, total)
     if not kept:
         raise CorpusError(f"{src_path} / {tgt_path}: no non-blank sentence pairs")
-    return kept
+
+
+def _check_aligned(src_path: Path, tgt_path: Path, common: int, src_rest: int, tgt_rest: int) -> None:
+    """The lines left in either file once the other ended."""
+    for path, rest in ((src_path, src_rest), (tgt_path, tgt_rest)):
+        if common == 0 and rest == 0:
+            raise CorpusError(f"{path}: file is empty; a corpus needs one sentence per line")
+    if src_rest or tgt_rest:
+        raise CorpusError(f"{src_path} has {common + src_rest} lines but {tgt_path} has {common + tgt_rest}; "
+                          f"the files must be aligned line by line (line {common + 1} is the first without "
+                          f"a partner)")

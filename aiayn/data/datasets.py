@@ -5,7 +5,7 @@ import logging
 from aiayn.config import ConfigError
 from aiayn.data import multi30k
 from aiayn.data.batching import Example
-from aiayn.data.corpus import read_parallel
+from aiayn.data.corpus import iter_parallel
 from aiayn.data.synthetic import number_task
 from aiayn.data.tokenizer import Tokenizer
 
@@ -14,23 +14,28 @@ log = logging.getLogger(__name__)
 
 def load_pairs(data, split: str) -> list[tuple[str, str]]:
     """split: "train" or "valid" (or, for multi30k, any split name such as "test_2016_flickr")."""
+    return list(iter_pairs(data, split))
+
+
+def iter_pairs(data, split: str):
+    """load_pairs' pairs one at a time: corpus files are streamed, never held whole."""
     if data.dataset == "synthetic":
         task = number_task(data.synthetic_train, data.synthetic_valid, data.synthetic_valid, data.synthetic_seed)
-        return task["valid" if split == "val" else split]
+        return iter(task["valid" if split == "val" else split])
     if data.dataset == "multi30k":
         name = data.valid_split if split == "valid" else split
-        return read_parallel(*multi30k.pair_paths(name, data.src_lang, data.tgt_lang, data.data_dir or None))
+        return iter_parallel(*multi30k.pair_paths(name, data.src_lang, data.tgt_lang, data.data_dir or None))
     src, tgt = (data.train_src, data.train_tgt) if split == "train" else (data.valid_src, data.valid_tgt)
     if not (src and tgt):  # load_config checks this too; a config built in code may not have been
         raise ConfigError(f"data.dataset=files has no {split} files configured: set data.{split}_src and "
                           f"data.{split}_tgt")
-    return read_parallel(src, tgt)
+    return iter_parallel(src, tgt)
 
 
 def to_examples(pairs, tokenizer: Tokenizer, max_len: int | None, what: str) -> list[Example]:
     """Tokenize; pairs longer than max_len subwords are dropped and counted."""
-    srcs = tokenizer.encode([s for s, _ in pairs])
-    tgts = tokenizer.encode([t for _, t in pairs])
+    srcs = tokenizer.encode_source([s for s, _ in pairs])
+    tgts = tokenizer.encode_target([t for _, t in pairs])
     examples = [Example(s, t) for s, t in zip(srcs, tgts)]
     if max_len:
         kept = [e for e in examples if len(e.src) <= max_len and len(e.tgt) <= max_len]

@@ -5,13 +5,16 @@ showing the difference, when it holds anything else."""
 import hashlib
 import json
 import logging
+import random
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from aiayn.checkpoint import write_bytes_atomic, write_text_atomic
 from aiayn.config import config_yaml, parse_yaml, to_dict
-from aiayn.data.datasets import load_pairs, to_examples
+from aiayn.data.datasets import iter_pairs, load_pairs, to_examples
+from aiayn.data.encoded import EncodedCorpus, encoded_corpus
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.device import resolve_device
 from aiayn.errors import AiaynError
@@ -21,6 +24,7 @@ from aiayn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
 RUN_MARKER = "run.json"
+TOKENIZER_SAMPLE_PAIRS = 1_000_000  # SentencePiece learns the vocabulary from at most this many pairs
 # what may change when a run is resumed: budgets, logging, paths (the data itself is fingerprinted)
 RESUMABLE = {"train.max_steps", "train.max_epochs", "train.max_minutes", "train.eval_every", "train.bleu_every",
              "train.bleu_sentences", "train.save_every", "train.keep_last", "train.average_last", "train.patience",
@@ -111,19 +115,32 @@ def _tokenizer(cfg, out: Path, train_pairs, dist: D.DistInfo) -> Tokenizer:
     # Until config.yaml is written no step has been trained: a tokenizer left by a start that failed
     # (or was stopped) may be of other settings, so it is trained again.
     if dist.is_main and (not path.exists() or not (out / "config.yaml").exists()):
-        sentences = [s for pair in train_pairs for s in pair]
+        sample = sample_pairs(train_pairs, TOKENIZER_SAMPLE_PAIRS, cfg.train.seed)
+        sentences = [s for pair in sample for s in pair]
         write_bytes_atomic(path, Tokenizer.train(sentences, cfg.data.vocab_size, seed=cfg.train.seed).proto)
     D.barrier(dist)
     return Tokenizer.load(path)
 
 
-def _check_lengths(examples, limit: int, what: str) -> None:
+def sample_pairs(pairs, size: int, seed: int) -> list:
+    """Up to `size` pairs drawn uniformly from an iterable of any length (reservoir sampling, Vitter's
+    algorithm R), in corpus order when it has no more than `size`."""
+    rng, sample = random.Random(seed), []
+    for n, pair in enumerate(pairs):
+        if n < size:
+            sample.append(pair)
+        elif (j := rng.randrange(n + 1)) < size:
+            sample[j] = pair
+    return sample
+
+
+def _check_lengths(corpus, limit: int, what: str) -> None:
     """Sentences the model cannot take (longer than its position table) fail before training starts."""
-    for number, example in enumerate(examples, start=1):
-        longest = max(len(example.src) + 1, len(example.tgt) + 1)
-        if longest > limit:
-            raise AiaynError(f"{what}: non-blank pair {number} has {longest} subword tokens, more than "
-                             f"model.max_len={limit} positions; shorten or remove it, or raise model.max_len")
+    longest = np.maximum(corpus.src_lengths, corpus.tgt_lengths) + 1  # with </s> or <s>
+    if len(longest) and longest.max() > limit:
+        number = int(np.argmax(longest > limit)) + 1
+        raise AiaynError(f"{what}: non-blank pair {number} has {longest[number - 1]} subword tokens, more than "
+                         f"model.max_len={limit} positions; shorten or remove it, or raise model.max_len")
 
 
 def _write_marker(out: Path, fingerprint: str) -> None:
@@ -147,21 +164,22 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu") ->
         dev = torch.device("cuda", dist.local_rank)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
-    train_pairs, valid_pairs = load_pairs(cfg.data, "train"), load_pairs(cfg.data, "valid")
-    fingerprint = data_fingerprint(train_pairs, valid_pairs)
+    valid_pairs = load_pairs(cfg.data, "valid")
+    fingerprint = data_fingerprint(iter_pairs(cfg.data, "train"), valid_pairs)  # streamed, as below
     out.mkdir(parents=True, exist_ok=True)
     lock = lock_run(out) if dist.is_main else None
     if dist.is_main and not (out / "config.yaml").exists():  # claim the directory before the first file
         _write_marker(out, fingerprint)
-    tokenizer = _tokenizer(cfg, out, train_pairs, dist)
+    tokenizer = _tokenizer(cfg, out, iter_pairs(cfg.data, "train"), dist)
     cfg.model.src_vocab_size = cfg.model.tgt_vocab_size = tokenizer.vocab_size
     cfg.model.pad_id = tokenizer.pad_id
     check_same_run(out, cfg, fingerprint)
-    train = to_examples(train_pairs, tokenizer, cfg.data.max_len, "training data")
-    if not train:
+    train = encoded_corpus(lambda: iter_pairs(cfg.data, "train"), tokenizer, cfg.data.max_len, fingerprint,
+                           out / "encoded", dist.is_main, lambda: D.barrier(dist))
+    if not len(train):
         raise AiaynError(f"training data: every pair is longer than data.max_len={cfg.data.max_len} subword "
                          f"tokens, so nothing is left to train on; raise data.max_len")
-    valid = to_examples(valid_pairs, tokenizer, None, "validation data")
+    valid = EncodedCorpus.from_examples(to_examples(valid_pairs, tokenizer, None, "validation data"))
     if cfg.model.arch == "transformer":
         _check_lengths(valid, cfg.model.max_len, f"validation data ({_valid_source(cfg.data)})")
     torch.manual_seed(cfg.train.seed)

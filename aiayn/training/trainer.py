@@ -169,7 +169,7 @@ class Trainer:
         _apply_update). Returns the summed smoothed loss, summed nll and target tokens of the whole
         group (all processes)."""
         tok = self.tokenizer
-        total_tokens = sum(len(self.train_examples[i].tgt) + 1 for mb in group for i in mb)
+        total_tokens = sum(int(self.train_examples.tgt_lengths[mb].sum()) + len(mb) for mb in group)
         mine = group[self.dist.rank:: self.dist.world_size]
         loss_sum = nll_sum = 0.0
         for n, indices in enumerate(mine):
