@@ -366,10 +366,11 @@ def average_checkpoints(paths: list[Path], out: Path, force: bool = False) -> Pa
         raise CheckpointError("no checkpoints to average")
     paths = [Path(p) for p in paths]
     check_output_dir(out, "average", force, inputs=paths)
-    tokenizers = {load_tokenizer(p).proto for p in paths}
-    if len(tokenizers) > 1:
-        raise CheckpointError("the checkpoints have different tokenizer files; only checkpoints of one model "
-                              "(one run) can be averaged")
+    tokenizers = [load_tokenizer(p) for p in paths]
+    if len({t.proto for t in tokenizers}) > 1:
+        files = ", ".join(sorted({name for t in tokenizers for name in t.files()}))
+        raise CheckpointError(f"the checkpoints have different tokenizer files ({files}); only checkpoints of one "
+                              f"model (one run) can be averaged")
     total, first_config = None, None
     for p in paths:
         weights, metadata = read_weights(_require(p, "model.safetensors"))

@@ -40,9 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _train_args(sub)
     _demo_args(sub)
-    from aiayn import cli_decode
+    from aiayn import cli_decode, cli_interop
 
     cli_decode.add_parsers(sub)
+    cli_interop.add_parsers(sub)
     return parser
 
 
@@ -67,8 +68,10 @@ def _existing(out: Path, names) -> str:
 
 def cmd_train(args) -> int:
     from aiayn.config import load_config
+    from aiayn.device import fix_mmap_threshold
     from aiayn.training.run import prepare_run
 
+    fix_mmap_threshold()
     cfg = load_config(args.config or DEMO_CONFIG, args.overrides)
     if args.data_dir:  # a path, taken as it is (through --set it would be parsed as YAML)
         cfg.data.data_dir = args.data_dir
@@ -147,9 +150,9 @@ def main(argv=None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    from aiayn import cli_decode
+    from aiayn import cli_decode, cli_interop
 
-    handler = COMMANDS.get(args.command) or cli_decode.COMMANDS[args.command]
+    handler = COMMANDS.get(args.command) or {**cli_decode.COMMANDS, **cli_interop.COMMANDS}[args.command]
     debug = args.debug or os.environ.get("AIAYN_DEBUG", "") not in ("", "0")
     try:
         return handler(args) or 0

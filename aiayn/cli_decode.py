@@ -9,6 +9,8 @@ MODEL_HELP = "checkpoint directory, or a training output directory (then average
 DEVICE_HELP = "cpu, cuda or cuda:N (default: cpu)"
 BEAM_HELP = "beam size (default: the model's decode.beam, 4 in the paper)"
 ALPHA_HELP = "length penalty alpha, >= 0 (default: the model's decode.length_penalty, 0.6 in the paper)"
+LP_FORM_HELP = ("length penalty form: gnmt divides by ((5 + |Y|) / 6)^alpha, hf by |Y|^alpha as transformers "
+                "does (default: the model's decode.length_penalty_form: gnmt, hf for imported Marian models)")
 
 
 def _port(text: str) -> int:
@@ -26,6 +28,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--n-best", type=int, default=1, help="hypotheses per sentence, 1..beam (default: 1); "
                    "more than 1 prints 'rank<TAB>score<TAB>text' lines")
     p.add_argument("--alpha", type=float, default=None, help=ALPHA_HELP)
+    p.add_argument("--length-penalty-form", choices=["gnmt", "hf"], default=None, help=LP_FORM_HELP)
     p.add_argument("--input", help="file with one sentence per line (default: stdin, answered line by line)")
     p.add_argument("--output", help="write translations here, atomically, after reading all input "
                    "(default: stdout)")
@@ -42,6 +45,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--data-dir", help="local Multi30k directory (default: $AIAYN_MULTI30K_DIR, else download)")
     p.add_argument("--beam", type=int, default=None, help=BEAM_HELP)
     p.add_argument("--alpha", type=float, default=None, help=ALPHA_HELP)
+    p.add_argument("--length-penalty-form", choices=["gnmt", "hf"], default=None, help=LP_FORM_HELP)
     p.add_argument("--bootstrap", type=int, default=1000,
                    help="bootstrap samples for the 95%% CI (default: 1000; 0 = off)")
     p.add_argument("--compare", help="a second model directory: paired significance test against it")
@@ -133,7 +137,7 @@ def cmd_translate(args) -> int:
 
     translator = Translator.from_pretrained(args.model, args.device)
     _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading any input
-    options = dict(beam=args.beam, n_best=args.n_best, alpha=args.alpha)
+    options = dict(beam=args.beam, n_best=args.n_best, alpha=args.alpha, length_penalty_form=args.length_penalty_form)
     if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
         lines = read_lines(args.input) if args.input else list(iter_stream_lines(sys.stdin.buffer))
         results = translator.translate(lines, batch_size=args.batch_size, **options) if lines else []
@@ -187,7 +191,8 @@ def cmd_evaluate(args) -> int:
     translator = Translator.from_pretrained(args.model, args.device)
     _check_decode_args(translator, args, n_best=1, batch_size=64)
     start = time.perf_counter()
-    hyps = [r.text for r in translator.translate(sources, args.beam, 1, args.alpha)]
+    hyps = [r.text for r in translator.translate(sources, args.beam, 1, args.alpha,
+                                                 length_penalty_form=args.length_penalty_form)]
     seconds = time.perf_counter() - start
     if args.hyp_out:
         write_atomic(args.hyp_out, "".join(h + "\n" for h in hyps), inputs=[args.src, args.ref],
@@ -197,7 +202,8 @@ def cmd_evaluate(args) -> int:
               "scores": as_dicts(scores)}
     if args.compare:
         other = Translator.from_pretrained(args.compare, args.device)
-        other_hyps = [r.text for r in other.translate(sources, args.beam, 1, args.alpha)]
+        other_hyps = [r.text for r in other.translate(sources, args.beam, 1, args.alpha,
+                                                      length_penalty_form=args.length_penalty_form)]
         report["compare"] = {"baseline": str(other.model_dir), **compare_systems(other_hyps, hyps, refs)}
     if args.json:
         print(json.dumps(report, indent=2))

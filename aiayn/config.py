@@ -74,6 +74,8 @@ class DecodeConfig:
     length_penalty: float = 0.6  # alpha (§6.1)
     max_len_a: float = 1.0  # maximum output length = a * source length + b
     max_len_b: int = 50  # §6.1: input length + 50
+    # departure knob: "hf" divides by |Y|^alpha as transformers does (imported Marian models), not GNMT's lp
+    length_penalty_form: str = "gnmt"
 
 
 @dataclass
@@ -108,7 +110,8 @@ TRAIN_RULES = {
     "log_every": at_least(1), "num_threads": between(0, 1024),
 }
 DECODE_RULES = {"beam": at_least(1), "length_penalty": between(0, 10), "max_len_a": at_least(0),
-                "max_len_b": at_least(1)}
+                "max_len_b": at_least(1),
+                "length_penalty_form": lambda v: None if v in ("gnmt", "hf") else "must be gnmt or hf"}
 
 
 class DuplicateKeyError(yaml.YAMLError):

@@ -40,14 +40,26 @@ def _cross_attention(spec, attn, norm):
     _linear(spec.linear[2], attn.out_proj.weight, attn.out_proj.bias)
 
 
-def build_spec(model, cfg, vocabulary: list[str]):
+def _activation(name: str):
+    from ctranslate2.specs import common_spec
+
+    activations = {"relu": common_spec.Activation.RELU, "silu": common_spec.Activation.SWISH}
+    if name not in activations:
+        raise AiaynError(f"CTranslate2 export supports the FFN activations {sorted(activations)}, not "
+                         f"model.activation={name!r}")
+    return activations[name]
+
+
+def build_spec(model, cfg, source_vocabulary: list[str], target_vocabulary: list[str], start_token: str):
+    """start_token: the decoder's first input (<s>; <pad> for imported Marian models)."""
     import ctranslate2
 
     m = cfg.model
-    if m.arch != "transformer" or m.activation != "relu":
-        raise AiaynError("CTranslate2 export supports Transformer models with ReLU (arch=transformer)")
+    if m.arch != "transformer":
+        raise AiaynError("CTranslate2 export supports Transformer models (arch=transformer), not RNNs")
     spec = ctranslate2.specs.TransformerSpec.from_config((m.n_encoder_layers, m.n_decoder_layers), m.n_heads,
-                                                         pre_norm=m.norm_first)
+                                                         pre_norm=m.norm_first, activation=_activation(m.activation))
+    spec.config.decoder_start_token = start_token
     positions = model.positional.table if hasattr(model.positional, "table") else model.positional.weight
     for side, embed in ((spec.encoder, model.src_embed), (spec.decoder, model.tgt_embed)):
         emb_spec = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings
@@ -64,10 +76,11 @@ def build_spec(model, cfg, vocabulary: list[str]):
         _self_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_norm)
         _cross_attention(layer_spec.attention, layer.cross_attn, layer.cross_attn_norm)
         _ffn(layer_spec.ffn, layer)
-    _linear(spec.decoder.projection, model.generator.weight)
-    spec.decoder.projection.bias = np.zeros(model.generator.weight.size(0), dtype=np.float32)
-    spec.register_source_vocabulary(vocabulary)
-    spec.register_target_vocabulary(vocabulary)
+    _linear(spec.decoder.projection, model.generator.weight, model.generator.bias)  # bias: model.output_bias
+    if model.generator.bias is None:
+        spec.decoder.projection.bias = np.zeros(model.generator.weight.size(0), dtype=np.float32)
+    spec.register_source_vocabulary(source_vocabulary)
+    spec.register_target_vocabulary(target_vocabulary)
     return spec
 
 
@@ -83,11 +96,13 @@ def to_ctranslate2(model_dir: str | Path, out_dir: str | Path, force: bool = Fal
     source = resolve_model_dir(model_dir)
     check_output_dir(out_dir, "export", force, inputs=[model_dir, source])
     model, cfg, tokenizer = load_checkpoint(source)
-    vocabulary = tokenizer.id_to_piece(list(range(tokenizer.vocab_size)))
+    source_vocabulary = tokenizer.source_id_to_piece(list(range(tokenizer.src_vocab_size)))
+    target_vocabulary = tokenizer.id_to_piece(list(range(tokenizer.tgt_vocab_size)))
+    start_token = tokenizer.id_to_piece([tokenizer.bos_id])[0]
 
     class _Converter(ctranslate2.converters.Converter):
         def _load(self):
-            return build_spec(model, cfg, vocabulary)
+            return build_spec(model, cfg, source_vocabulary, target_vocabulary, start_token)
 
     with atomic_dir(out_dir) as tmp:
         _Converter().convert(str(tmp), force=True)  # force: CTranslate2 refuses the (empty) temporary dir

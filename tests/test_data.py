@@ -1,6 +1,6 @@
 import gzip
-import json
 import http.server
+import json
 import logging
 import os
 import threading
@@ -12,8 +12,8 @@ import pytest
 
 from aiayn.data import corpus, multi30k
 from aiayn.data.batching import Example, collate, make_batches
-from aiayn.data.encoded import EncodedCorpus
 from aiayn.data.corpus import CorpusError, read_lines, read_parallel
+from aiayn.data.encoded import EncodedCorpus
 from aiayn.data.synthetic import english, german, number_task
 
 

@@ -1,6 +1,13 @@
 """SentencePiece BPE with one joint vocabulary for both languages (saved with the model).
 
 Special ids come from the trained model (pad, unk, bos, eos), never hard-coded elsewhere.
+
+Every tokenizer (this one, and aiayn.data.separate_tokenizer's for imported Marian models) offers one
+interface: encode_source / encode_target (lists of sentences -> ids), encode (= encode_source), decode
+(target ids -> text), id_to_piece / piece_to_id (target side), source_id_to_piece / source_piece_to_id,
+pad_id, unk_id, bos_id (the decoder's start token), eos_id, src_vocab_size, tgt_vocab_size, vocab_size
+(the target side's), files() (name -> bytes, what a checkpoint directory holds) and proto (bytes that
+are equal exactly when two tokenizers are the same). load_dir() reads whichever a directory holds.
 """
 
 import io
@@ -15,12 +22,15 @@ log = logging.getLogger(__name__)
 
 
 class Tokenizer:
+    name = "tokenizer.model"  # the file that holds it, named in error messages
+
     def __init__(self, model_proto: bytes):
         self.proto = model_proto
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
         self.pad_id, self.unk_id = self.sp.pad_id(), self.sp.unk_id()
         self.bos_id, self.eos_id = self.sp.bos_id(), self.sp.eos_id()
         self.vocab_size = self.sp.get_piece_size()
+        self.src_vocab_size = self.tgt_vocab_size = self.vocab_size  # one joint vocabulary
 
     @classmethod
     def train(cls, sentences: list[str], vocab_size: int, seed: int = 1) -> "Tokenizer":
@@ -51,6 +61,24 @@ class Tokenizer:
     def encode(self, sentences: list[str]) -> list[list[int]]:
         return self.sp.encode(sentences, out_type=int)
 
+    def encode_source(self, sentences: list[str]) -> list[list[int]]:
+        return self.encode(sentences)
+
+    def encode_target(self, sentences: list[str]) -> list[list[int]]:
+        return self.encode(sentences)
+
+    def files(self) -> dict[str, bytes]:
+        return {self.name: self.proto}
+
+    def piece_to_id(self, piece: str) -> int:
+        return self.sp.piece_to_id(piece)
+
+    def source_piece_to_id(self, piece: str) -> int:
+        return self.sp.piece_to_id(piece)
+
+    def source_id_to_piece(self, ids: list[int]) -> list[str]:
+        return self.id_to_piece(ids)
+
     def pieces(self, sentence: str) -> list[str]:
         return self.sp.encode(sentence, out_type=str)
 
@@ -60,3 +88,20 @@ class Tokenizer:
     def decode(self, ids: list[int]) -> str:
         specials = {self.pad_id, self.bos_id, self.eos_id}
         return self.sp.decode([i for i in ids if i not in specials])
+
+
+TOKENIZER_FILES = ("tokenizer.model", "source.spm", "target.spm", "vocab.json", "target_vocab.json",
+                   "tokenizer_config.json")
+
+
+def load_dir(path: str | Path):
+    """The tokenizer of a model directory: tokenizer.model (aiayn's joint one), else source.spm, target.spm
+    and vocab.json (separate ones, as imported Marian models have); None when it holds neither."""
+    path = Path(path)
+    if (path / "tokenizer.model").is_file():
+        return Tokenizer.load(path / "tokenizer.model")
+    if (path / "vocab.json").is_file():
+        from aiayn.data.separate_tokenizer import SeparateTokenizer
+
+        return SeparateTokenizer.load(path)
+    return None

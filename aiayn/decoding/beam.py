@@ -9,11 +9,15 @@ Stopping at the first K finished hypotheses instead (as fairseq does) can drop a
 (tests/test_decoding.py has such a case); a strict bound raw / lp(length limit) keeps hopeless beams
 alive for dozens of steps (measured: ~10x slower on Multi30k). Done sentences leave the batch
 (state.reorder), so a sentence never depends on its neighbours. Scores: sum of log-probs / lp(Y) with
-lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting the EOS token.
+lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting the EOS token. With lp_form="hf", lp(Y) = |Y|^alpha instead:
+transformers' length_penalty (it divides by the generated length, EOS included, to the power alpha), with
+which beam outputs equal transformers' generate(num_beams=K, early_stopping=False) for the same model
+(tests/test_interop_marian.py).
 """
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
@@ -29,8 +33,13 @@ class Hypothesis:
     attention: dict | None = None  # {"cross": (L, H, T, S), "decoder_self": (L, H, T, T)}
 
 
-def length_penalty(length: int | torch.Tensor, alpha: float):
-    """GNMT (Wu et al. 2016): lp(Y) = ((5 + |Y|) / 6) ** alpha."""
+LP_FORMS = ("gnmt", "hf")
+
+
+def length_penalty(length: int | torch.Tensor, alpha: float, form: str = "gnmt"):
+    """GNMT (Wu et al. 2016): lp(Y) = ((5 + |Y|) / 6) ** alpha; form "hf": |Y| ** alpha (transformers)."""
+    if form == "hf":
+        return length**alpha
     return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -57,9 +66,12 @@ def _stack_attention(steps: list[dict], row: int, keys) -> dict:
 
 @torch.no_grad()
 def beam_search(model, src, bos_id, eos_id, pad_id, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=50,
-                n_best=1, return_attention=False, max_output_len=None, deadline=None) -> list[list[Hypothesis]]:
+                n_best=1, return_attention=False, max_output_len=None, deadline=None, *,
+                lp_form="gnmt") -> list[list[Hypothesis]]:
     """src (B, S) -> for each sentence its n_best hypotheses, best first. max_output_len caps the length
-    limit a * |src| + b; past `deadline` (time.monotonic()) the search stops with BudgetExceeded."""
+    limit a * |src| + b; past `deadline` (time.monotonic()) the search stops with BudgetExceeded.
+    lp_form: "gnmt" or "hf", the length penalty's form (see length_penalty)."""
+    lp = partial(length_penalty, alpha=alpha, form=lp_form)
     B, K, device = src.size(0), beam, src.device
     expand = torch.arange(B, device=device).repeat_interleave(K)
     state = model.init_state(model.encode(src), src).reorder(expand)
@@ -78,14 +90,14 @@ def beam_search(model, src, bos_id, eos_id, pad_id, beam=4, alpha=0.6, max_len_a
         log_probs, state = forbid_specials(result[0], pad_id, bos_id), result[1]
         if return_attention:
             search.attn.append(result[2])
-        tokens, keep = _advance(search, log_probs, t, K, eos_id, alpha, finished, return_attention)
+        tokens, keep = _advance(search, log_probs, t, K, eos_id, lp, finished, return_attention)
         if keep is None:
             break
         state = state.reorder(keep)
     return [sorted(h, key=lambda h: -h.score)[:n_best] for h in finished]
 
 
-def _advance(search: _Search, log_probs, t, K, eos_id, alpha, finished, return_attention):
+def _advance(search: _Search, log_probs, t, K, eos_id, lp, finished, return_attention):
     """One step of search on the active rows. Returns (next tokens (B''*K,), rows of the old state to
     keep (B''*K,)) or (None, None) when every sentence is done."""
     n_active, V = search.scores.size(0), log_probs.size(-1)
@@ -99,9 +111,9 @@ def _advance(search: _Search, log_probs, t, K, eos_id, alpha, finished, return_a
     live_rank = torch.cumsum(~is_eos, dim=1) - 1
     live_mask = ~is_eos & (live_rank < K)
     live_pos = torch.where(live_mask, live_rank, K).argsort(dim=1, stable=True)[:, :K]  # (B', K)
-    _collect_finished(search, top_scores, token, row_origin, is_eos, at_limit, live_pos, K, alpha,
+    _collect_finished(search, top_scores, token, row_origin, is_eos, at_limit, live_pos, K, lp,
                       finished, return_attention)
-    done = _done(search, finished, top_scores, live_pos, K, alpha) | at_limit
+    done = _done(search, finished, top_scores, live_pos, K, lp) | at_limit
     if bool(done.all()):
         return None, None
     keep_sent = (~done).nonzero().squeeze(1)
@@ -118,11 +130,11 @@ def _advance(search: _Search, log_probs, t, K, eos_id, alpha, finished, return_a
     return new_tokens.flatten(), new_rows.flatten()
 
 
-def _done(search, finished, top_scores, live_pos, K, alpha) -> torch.Tensor:
+def _done(search, finished, top_scores, live_pos, K, lp) -> torch.Tensor:
     """(B',) bool: the sentence has K finished hypotheses and its best live one, if it ended now, would not
     beat the K-th best of them."""
     best_live = top_scores.gather(1, live_pos).max(dim=1).values  # raw log-prob, (B',)
-    bound = best_live / length_penalty(search.history.size(2) + 1, alpha)
+    bound = best_live / lp(search.history.size(2) + 1)
     done = []
     for b, sent in enumerate(search.ids.tolist()):
         scores = sorted((h.score for h in finished[sent]), reverse=True)
@@ -130,7 +142,7 @@ def _done(search, finished, top_scores, live_pos, K, alpha) -> torch.Tensor:
     return torch.tensor(done, dtype=torch.bool, device=top_scores.device)
 
 
-def _collect_finished(search, top_scores, token, row_origin, is_eos, at_limit, live_pos, K, alpha, finished,
+def _collect_finished(search, top_scores, token, row_origin, is_eos, at_limit, live_pos, K, lp, finished,
                       return_attention):
     """EOS candidates within the top K finish; at the length limit the live ones finish too."""
     length = search.history.size(2) + 1
@@ -144,4 +156,4 @@ def _collect_finished(search, top_scores, token, row_origin, is_eos, at_limit, l
             tokens = history[row].tolist() + ([] if ended else [int(token[b, j])])
             raw = float(top_scores[b, j])
             attn = _stack_attention(search.attn, row, search.attn[0].keys()) if return_attention else None
-            finished[sent].append(Hypothesis(tokens, raw / length_penalty(length, alpha), raw, attn))
+            finished[sent].append(Hypothesis(tokens, raw / lp(length), raw, attn))

@@ -14,7 +14,7 @@ def max_positions(model) -> int | None:
 
 def encode_sources(tokenizer, sentences: list[str]) -> list[list[int]]:
     """Subword ids with the final </s>; over-long sources are the caller's to cut or refuse."""
-    return [s + [tokenizer.eos_id] for s in tokenizer.encode(sentences)]
+    return [s + [tokenizer.eos_id] for s in tokenizer.encode_source(sentences)]
 
 
 def pad_batch(sequences: list[list[int]], pad_id: int, device) -> torch.Tensor:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from aiayn.decoding.beam import beam_search
+from aiayn.decoding.beam import LP_FORMS, beam_search
 from aiayn.decoding.translate_batch import encode_sources, length_sorted_batches, max_positions, pad_batch
 from aiayn.errors import AiaynError
 
@@ -81,11 +81,15 @@ class Translator:
     def translate(self, sentences: list[str], beam: int | None = None, n_best: int = 1,
                   alpha: float | None = None, return_attention: bool = False,
                   batch_size: int = 64, *, max_output_len: int | None = None,
-                  time_limit: float | None = None) -> list[Translation]:
+                  time_limit: float | None = None, length_penalty_form: str | None = None) -> list[Translation]:
         """Beam-search translations, in input order. max_output_len caps every output's length (tokens);
-        time_limit (seconds) bounds the whole call: past it, BudgetExceeded."""
+        time_limit (seconds) bounds the whole call: past it, BudgetExceeded. length_penalty_form: "gnmt"
+        or "hf" (default: the model's decode.length_penalty_form; see aiayn.decoding.beam)."""
         beam = self.decode_cfg.beam if beam is None else beam
         alpha = self.decode_cfg.length_penalty if alpha is None else alpha
+        form = self.decode_cfg.length_penalty_form if length_penalty_form is None else length_penalty_form
+        if form not in LP_FORMS:
+            raise AiaynError(f"length_penalty_form must be one of {', '.join(LP_FORMS)}, got {form!r}")
         check_options(beam, n_best, alpha, batch_size)
         check_sentences(sentences)
         if max_output_len is not None:
@@ -106,7 +110,7 @@ class Translator:
             with torch.inference_mode():
                 nbest = beam_search(self.model, src, tok.bos_id, tok.eos_id, tok.pad_id, beam, alpha,
                                     self.decode_cfg.max_len_a, self.decode_cfg.max_len_b, n_best,
-                                    return_attention, max_output_len, deadline)
+                                    return_attention, max_output_len, deadline, lp_form=form)
             for row, i in enumerate(indices):
                 results[filled[i]] = self._result(nbest[row], sources[i], src[row], return_attention)
                 results[filled[i]].truncated = truncated[i]

@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 CHOICES = {
     "arch": ("transformer", "rnn"),
-    "activation": ("relu", "gelu"),
+    "activation": ("relu", "gelu", "silu"),  # silu = swish, the OPUS-MT (Marian) default
     "positional": ("sinusoidal", "learned"),
     "rnn_cell": ("lstm", "gru"),
     "rnn_attention": ("luong", "bahdanau"),
@@ -88,6 +88,9 @@ class ModelConfig:
     share_embeddings: bool = False  # 3-way tying: source, target and output (needs a joint vocabulary)
     tie_output: bool = True  # target embedding = pre-softmax projection (§3.4)
     layer_norm_eps: float = 1e-5
+    # departure knob: a learned bias on the output logits (Marian's final_logits_bias; the paper has none).
+    # Off by default, so checkpoints saved before this field existed load unchanged.
+    output_bias: bool = False
     # RNN seq2seq (arch="rnn")
     rnn_cell: str = "lstm"
     rnn_attention: str = "luong"
@@ -111,6 +114,9 @@ class ModelConfig:
         if self.pad_id >= min(self.src_vocab_size, self.tgt_vocab_size):
             raise FieldError(("model.pad_id", *vocab), f"model.pad_id={self.pad_id} must be smaller than the "
                              f"vocabulary sizes ({self.src_vocab_size}, {self.tgt_vocab_size})")
+        if self.output_bias and self.arch != "transformer":
+            raise FieldError(("model.output_bias", "model.arch"), "model.output_bias is a Transformer option; "
+                             "set it to false for arch=rnn")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise FieldError(("model.share_embeddings", *vocab), "model.share_embeddings needs src_vocab_size == "
                              "tgt_vocab_size (a joint vocabulary)")
@@ -173,7 +179,8 @@ def _build_transformer(cfg: ModelConfig) -> Transformer:
     return Transformer(
         cfg.src_vocab_size, cfg.tgt_vocab_size, cfg.pad_id, cfg.d_model, cfg.n_heads, cfg.d_ff,
         cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.dropout, cfg.attention_dropout, cfg.activation,
-        cfg.norm_first, cfg.positional, cfg.max_len, cfg.share_embeddings, cfg.tie_output, cfg.layer_norm_eps)
+        cfg.norm_first, cfg.positional, cfg.max_len, cfg.share_embeddings, cfg.tie_output, cfg.layer_norm_eps,
+        output_bias=cfg.output_bias)
 
 
 def xavier_init(model: nn.Module) -> None:

@@ -1,17 +1,22 @@
-"""Position-wise feed-forward network (§3.3): FFN(x) = max(0, x W1 + b1) W2 + b2."""
+"""Position-wise feed-forward network (§3.3): FFN(x) = max(0, x W1 + b1) W2 + b2.
+
+The activation is ReLU in the paper; GELU and SiLU (x * sigmoid(x), "swish", the OPUS-MT/Marian default)
+are departures chosen by the model config."""
 
 import torch
 from torch import nn
+
+ACTIVATIONS = {"relu": nn.functional.relu, "gelu": nn.functional.gelu, "silu": nn.functional.silu}
 
 
 class PositionwiseFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu", activation_dropout: float = 0.0):
         super().__init__()
-        if activation not in ("relu", "gelu"):
-            raise ValueError(f"activation must be 'relu' or 'gelu', got {activation!r}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.activation = nn.functional.relu if activation == "relu" else nn.functional.gelu
+        self.activation = ACTIVATIONS[activation]
         # The paper applies dropout only to sublayer outputs; inner dropout is an explicit departure.
         self.activation_dropout = activation_dropout
 

@@ -100,7 +100,7 @@ class Transformer(nn.Module):
     def __init__(self, src_vocab_size, tgt_vocab_size, pad_id, d_model=512, n_heads=8, d_ff=2048,
                  n_encoder_layers=6, n_decoder_layers=6, dropout=0.1, attention_dropout=0.0,
                  activation="relu", norm_first=False, positional="sinusoidal", max_len=1024,
-                 share_embeddings=False, tie_output=True, layer_norm_eps=1e-5):
+                 share_embeddings=False, tie_output=True, layer_norm_eps=1e-5, *, output_bias=False):
         super().__init__()
         if share_embeddings and src_vocab_size != tgt_vocab_size:
             raise ValueError(f"share_embeddings needs one joint vocabulary, but src_vocab_size="
@@ -116,7 +116,10 @@ class Transformer(nn.Module):
         # pre-LN leaves the last residual stream un-normalized, so both stacks end with a LayerNorm
         self.encoder_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
-        self.generator = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        # output_bias: a learned bias on the logits (a departure; Marian's final_logits_bias), zero at the start
+        self.generator = nn.Linear(d_model, tgt_vocab_size, bias=output_bias)
+        if output_bias:
+            nn.init.zeros_(self.generator.bias)
         if tie_output or share_embeddings:  # §3.4: output projection shares the embedding matrix
             self.generator.weight = self.tgt_embed.weight
 

@@ -1,0 +1,235 @@
+"""Import a Hugging Face Marian (OPUS-MT) model: a `save_pretrained` directory, or (online) a hub name such
+as Helsinki-NLP/opus-mt-de-en -> an ordinary aiayn checkpoint directory (model.safetensors, config.yaml,
+the tokenizer files of aiayn.data.separate_tokenizer, info.json) that every command accepts.
+Needs the extra aiayn[hf] (transformers, sentencepiece); transformers is imported only here.
+
+Marian is the paper's architecture (post-LN, sinusoids, embeddings x sqrt(d_model), tied embeddings) with
+three differences, each mapped exactly:
+- FFN activation swish (SiLU) in most OPUS-MT models: model.activation = silu;
+- final_logits_bias, a bias on the logits: model.output_bias (generator.bias);
+- sinusoids laid out as [sin | cos] halves instead of interleaved (§3.5: sin on even, cos on odd dims).
+  We permute the hidden dimension instead of adding a positional-layout option: hidden coordinate j of
+  aiayn is coordinate P[j] of Marian, P = (0, D/2, 1, D/2 + 1, ...). Every weight that reads the residual
+  stream has its input columns permuted, every weight, bias or LayerNorm parameter that writes it has its
+  output rows permuted; LayerNorm and the attention heads (whose dimensions are untouched) are indifferent
+  to the order, so the network computes the same logits and attention maps. Why: the imported model is
+  then an ordinary aiayn Transformer with the paper's positions, and everything that reads one
+  (training, export to CTranslate2, inspection, old checkpoints) needs no new case.
+The decoder starts from <pad> (decoder_start_token_id): the tokenizer's bos_id is the pad id, which
+decoding never outputs. Beam search of an imported model uses transformers' length penalty (|Y|^alpha,
+decode.length_penalty_form: hf) with the model's num_beams and length_penalty (transformers' defaults 1
+and 1.0 where the model sets none), so `aiayn translate` gives what generate() gives (early_stopping=False;
+aiayn's length limit is a * |source| + b, not generate's max_length, and it forces no </s> at the limit).
+
+Configs aiayn cannot represent exactly are refused with an error that names the field.
+"""
+
+import logging
+from pathlib import Path
+
+import torch
+
+from aiayn.errors import AiaynError
+from aiayn.interop.marian_vocab import UnsupportedModel, load_marian_tokenizer, read_json
+from aiayn.model import ModelConfig, build_model
+from aiayn.model.build import FieldError
+from aiayn.model.embedding import sinusoid_table
+
+log = logging.getLogger(__name__)
+
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # transformers -> aiayn
+HUB_FILES = ["config.json", "generation_config.json", "*.safetensors", "pytorch_model.bin", "source.spm",
+             "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json", "special_tokens_map.json"]
+# Keys of older (BART-style) Marian configs that transformers' MarianMTModel ignores: a value other than
+# these would describe a different network than the one transformers (and aiayn) run.
+LEGACY_KEYS = {"normalize_before": False, "normalize_embedding": False, "add_final_layer_norm": False,
+               "add_bias_logits": False, "static_position_embeddings": True, "scale_embedding": True}
+
+
+def resolve_source(src: str) -> Path:
+    """A local save_pretrained directory, else a hub name downloaded with huggingface_hub (online only)."""
+    path = Path(src)
+    if path.exists():
+        if not path.is_dir():
+            raise AiaynError(f"{src}: not a directory; give a directory written by save_pretrained or a hub "
+                             f"name such as Helsinki-NLP/opus-mt-de-en")
+        return path
+    if src.count("/") != 1 or src.startswith(("/", ".")):
+        raise AiaynError(f"{src}: no such directory (and not a hub name such as Helsinki-NLP/opus-mt-de-en)")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as err:
+        raise AiaynError(f"{src}: no such directory; downloading a hub model needs huggingface_hub: pip install "
+                         f"'aiayn[hf]' ({err})") from None
+    try:
+        return Path(snapshot_download(repo_id=src, allow_patterns=HUB_FILES))
+    except Exception as err:  # offline, unknown repository, ...: huggingface_hub raises many types
+        reason = " ".join(str(err).split())[:200]
+        raise AiaynError(f"{src}: not a local directory, and downloading it from the Hugging Face hub failed "
+                         f"({type(err).__name__}: {reason}); check the name and the network, or give a local "
+                         f"directory written by save_pretrained") from None
+
+
+def check_config(path: Path, hf) -> None:
+    """Refuse, naming the field, what aiayn's Transformer cannot compute exactly."""
+    where = f"{path}/config.json"
+    for key, expected in LEGACY_KEYS.items():
+        value = getattr(hf, key, expected)
+        if value != expected:
+            raise UnsupportedModel(f"{where}: {key}={value!r}; aiayn imports Marian models with {key}="
+                                   f"{expected!r} only (post-LN, fixed sinusoids, embeddings x sqrt(d_model), no "
+                                   f"extra LayerNorm or logit bias switch)")
+    if hf.activation_function not in ACTIVATIONS:
+        raise UnsupportedModel(f"{where}: activation_function={hf.activation_function!r} is not supported; "
+                               f"aiayn has {sorted(ACTIVATIONS)}")
+    pairs = (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim"))
+    for a, b in pairs:
+        if getattr(hf, a) != getattr(hf, b):
+            raise UnsupportedModel(f"{where}: {a}={getattr(hf, a)} but {b}={getattr(hf, b)}; aiayn's encoder and "
+                                   f"decoder share one value")
+    if hf.d_model % hf.encoder_attention_heads or hf.d_model % 2:
+        raise UnsupportedModel(f"{where}: d_model={hf.d_model} must be even and divisible by "
+                               f"encoder_attention_heads={hf.encoder_attention_heads}")
+    if hf.decoder_start_token_id != hf.pad_token_id:
+        raise UnsupportedModel(f"{where}: decoder_start_token_id={hf.decoder_start_token_id} differs from "
+                               f"pad_token_id={hf.pad_token_id}; aiayn starts Marian decoders from <pad>")
+    if hf.share_encoder_decoder_embeddings and not hf.tie_word_embeddings:
+        raise UnsupportedModel(f"{where}: tie_word_embeddings=false with share_encoder_decoder_embeddings=true; "
+                               f"aiayn ties the output projection whenever source and target embeddings are shared")
+    if hf.share_encoder_decoder_embeddings and hf.decoder_vocab_size != hf.vocab_size:
+        raise UnsupportedModel(f"{where}: decoder_vocab_size={hf.decoder_vocab_size} differs from vocab_size="
+                               f"{hf.vocab_size} although share_encoder_decoder_embeddings=true")
+
+
+def model_config(hf, output_bias: bool) -> ModelConfig:
+    shared = hf.share_encoder_decoder_embeddings
+    if hf.activation_dropout or hf.encoder_layerdrop or hf.decoder_layerdrop:
+        log.warning("activation_dropout and layerdrop only matter in training and are not imported")
+    cfg = ModelConfig(
+        arch="transformer", src_vocab_size=hf.vocab_size,
+        tgt_vocab_size=hf.vocab_size if shared else hf.decoder_vocab_size, pad_id=hf.pad_token_id,
+        d_model=hf.d_model, n_heads=hf.encoder_attention_heads, d_ff=hf.encoder_ffn_dim,
+        n_encoder_layers=hf.encoder_layers, n_decoder_layers=hf.decoder_layers, dropout=float(hf.dropout),
+        attention_dropout=float(hf.attention_dropout), activation=ACTIVATIONS[hf.activation_function],
+        norm_first=False, positional="sinusoidal", max_len=hf.max_position_embeddings, share_embeddings=shared,
+        tie_output=bool(hf.tie_word_embeddings), layer_norm_eps=1e-5, output_bias=output_bias)
+    try:
+        return cfg.validate()
+    except FieldError as err:  # e.g. max_position_embeddings < 2, dropout >= 1
+        raise UnsupportedModel(f"config.json: {err} (the model config aiayn derived from it)") from None
+
+
+def hidden_permutation(d_model: int) -> torch.Tensor:
+    """P with aiayn coordinate j = Marian coordinate P[j]: (0, D/2, 1, D/2 + 1, ...), so that the
+    [sin | cos] halves of Marian's sinusoids become the interleaved ones of §3.5."""
+    half = torch.arange(d_model // 2)
+    return torch.stack([half, half + d_model // 2], dim=1).flatten()
+
+
+def _check_positions(path: Path, hf_model, perm: torch.Tensor) -> None:
+    """Marian's position tables must be the fixed sinusoids (a checkpoint may carry a learned table)."""
+    for side in ("encoder", "decoder"):
+        table = getattr(hf_model.model, side).embed_positions.weight.detach().float()
+        expected = sinusoid_table(table.size(0), table.size(1))
+        if (table[:, perm] - expected).abs().max() > 1e-4:
+            raise UnsupportedModel(f"{path}: model.{side}.embed_positions.weight is not the sinusoid table "
+                                   f"(learned or altered positions); aiayn's positions are fixed sinusoids")
+
+
+def _layer_weights(prefix: str, layer, perm: torch.Tensor, decoder: bool) -> dict:
+    """aiayn names -> tensors of one Marian layer, hidden dimension permuted (see the module docstring)."""
+    def attention(name, attn):
+        return {f"{name}.in_proj.weight": torch.cat([attn.q_proj.weight, attn.k_proj.weight,
+                                                     attn.v_proj.weight])[:, perm],  # reads the stream
+                f"{name}.in_proj.bias": torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias]),
+                f"{name}.out_proj.weight": attn.out_proj.weight[perm],  # writes it
+                f"{name}.out_proj.bias": attn.out_proj.bias[perm]}
+
+    def norm(name, ln):
+        return {f"{name}.weight": ln.weight[perm], f"{name}.bias": ln.bias[perm]}
+
+    out = {**attention("self_attn", layer.self_attn), **norm("self_attn_norm", layer.self_attn_layer_norm),
+           "ffn.w_1.weight": layer.fc1.weight[:, perm], "ffn.w_1.bias": layer.fc1.bias,
+           "ffn.w_2.weight": layer.fc2.weight[perm], "ffn.w_2.bias": layer.fc2.bias[perm],
+           **norm("ffn_norm", layer.final_layer_norm)}
+    if decoder:
+        out.update({**attention("cross_attn", layer.encoder_attn), **norm("cross_attn_norm",
+                                                                          layer.encoder_attn_layer_norm)})
+    return {f"{prefix}.{k}": v for k, v in out.items()}
+
+
+def convert_weights(hf_model, model) -> dict:
+    """The aiayn state dict (every name of `model`, tied ones included) from a MarianMTModel."""
+    perm = hidden_permutation(model.d_model)
+    state = {"src_embed.weight": hf_model.model.encoder.embed_tokens.weight[:, perm],
+             "tgt_embed.weight": hf_model.model.decoder.embed_tokens.weight[:, perm],
+             "generator.weight": hf_model.lm_head.weight[:, perm]}
+    if model.generator.bias is not None:
+        state["generator.bias"] = hf_model.final_logits_bias[0]
+    for i, layer in enumerate(hf_model.model.encoder.layers):
+        state.update(_layer_weights(f"encoder_layers.{i}", layer, perm, decoder=False))
+    for i, layer in enumerate(hf_model.model.decoder.layers):
+        state.update(_layer_weights(f"decoder_layers.{i}", layer, perm, decoder=True))
+    return {k: v.detach().float().contiguous() for k, v in state.items()}
+
+
+def _load_hf(path: Path):
+    try:
+        import transformers
+    except ImportError as err:
+        raise AiaynError(f"import-hf needs transformers: pip install 'aiayn[hf]' ({err})") from None
+    kind = read_json(path / "config.json").get("model_type")
+    if kind != "marian":
+        raise UnsupportedModel(f"{path}/config.json: model_type={kind!r}; aiayn imports Marian models "
+                               f"(model_type marian, e.g. Helsinki-NLP/opus-mt-*)")
+    hf = transformers.MarianConfig.from_pretrained(path)
+    check_config(path, hf)
+    try:
+        hf_model = transformers.MarianMTModel.from_pretrained(path).float().eval()
+    except (OSError, ValueError, RuntimeError) as err:
+        raise AiaynError(f"{path}: transformers could not load the model weights ({str(err)[:200]}); the "
+                         f"directory must hold what save_pretrained writes") from None
+    return hf, hf_model
+
+
+def experiment_config(path: Path, model_cfg: ModelConfig, generation):
+    """config.yaml of the import: the model; decoding as transformers' generate() would do it (the "hf"
+    length penalty, the model's num_beams and length_penalty); the languages, when the tokenizer names them."""
+    from aiayn.config import ExperimentConfig
+
+    cfg = ExperimentConfig(model=model_cfg)
+    cfg.decode.length_penalty_form = "hf"
+    cfg.decode.length_penalty = 1.0  # transformers' default
+    if isinstance(generation.num_beams, int) and generation.num_beams >= 1:
+        cfg.decode.beam = generation.num_beams
+    if isinstance(generation.length_penalty, (int, float)) and 0 <= generation.length_penalty <= 10:
+        cfg.decode.length_penalty = float(generation.length_penalty)
+    languages = read_json(path / "tokenizer_config.json", {})
+    for field, key in (("src_lang", "source_lang"), ("tgt_lang", "target_lang")):  # e.g. "de", "en"
+        if isinstance(languages.get(key), str) and languages[key]:
+            setattr(cfg.data, field, languages[key])
+    return cfg
+
+
+@torch.no_grad()
+def marian_to_aiayn(path: Path):
+    """A save_pretrained directory -> (aiayn Transformer with Marian's weights, ExperimentConfig, tokenizer)."""
+    hf, hf_model = _load_hf(path)
+    tokenizer = load_marian_tokenizer(path, hf)
+    model_cfg = model_config(hf, output_bias=bool(hf_model.final_logits_bias.any()))
+    model = build_model(model_cfg).eval()
+    _check_positions(path, hf_model, hidden_permutation(model_cfg.d_model))
+    model.load_state_dict(convert_weights(hf_model, model), strict=True)
+    return model, experiment_config(path, model_cfg, hf_model.generation_config), tokenizer
+
+
+def import_marian(src: str, out: str | Path, force: bool = False) -> Path:
+    """`aiayn import-hf SRC --out DIR`: convert and write an aiayn checkpoint directory at `out` (new or
+    empty, or with force an earlier import: nothing else is ever replaced)."""
+    from aiayn.checkpoint import check_output_dir, save_checkpoint
+
+    check_output_dir(out, "import", force, inputs=[src] if Path(src).exists() else [])  # before any download
+    path = resolve_source(str(src))
+    model, cfg, tokenizer = marian_to_aiayn(path)
+    save_checkpoint(out, model, cfg, tokenizer, info={"output": "import", "source": str(src)})
+    return Path(out)

@@ -1,0 +1,89 @@
+"""The tokenizer files of a Hugging Face Marian directory -> aiayn's SeparateTokenizer, checked against
+the model's config.json: every id the model expects (pad, eos, the vocabulary sizes) must be the
+tokenizer's, and every added token must split text as aiayn does (no lstrip/rstrip/single_word)."""
+
+import json
+from pathlib import Path
+
+from aiayn.data.separate_tokenizer import SeparateTokenizer, TokenizerFileError
+from aiayn.errors import AiaynError
+
+
+class UnsupportedModel(AiaynError):
+    """A model (config.json or tokenizer files) that aiayn cannot represent exactly."""
+
+
+def read_json(file: Path, default=None) -> dict:
+    if not file.is_file():
+        if default is not None:
+            return default
+        raise UnsupportedModel(f"{file}: missing; a Marian model directory (save_pretrained) has it")
+    try:
+        value = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise UnsupportedModel(f"{file}: not valid JSON ({err}); the file is damaged") from None
+    if not isinstance(value, dict):
+        raise UnsupportedModel(f"{file}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _content(token) -> str:
+    return token.get("content") if isinstance(token, dict) else token
+
+
+def _added_tokens(config: dict, vocab: dict, file: Path) -> dict[str, int]:
+    """content -> id of every token MarianTokenizer splits text at: the special tokens and added tokens."""
+    added = {}
+    for key, entry in config.get("added_tokens_decoder", {}).items():
+        for flag in ("lstrip", "rstrip", "single_word"):
+            if isinstance(entry, dict) and entry.get(flag):
+                raise UnsupportedModel(f"{file}: added_tokens_decoder[{key}].{flag}=true; aiayn's tokenizer "
+                                       f"splits at added tokens without stripping spaces around them")
+        added[_content(entry)] = int(key)
+    named = [config.get(k, d) for k, d in (("eos_token", "</s>"), ("unk_token", "<unk>"), ("pad_token", "<pad>"))]
+    extra = config.get("additional_special_tokens") or config.get("extra_special_tokens") or []
+    for token in [_content(t) for t in named + list(extra)]:
+        if token not in added and token not in vocab:
+            raise UnsupportedModel(f"{file}: the special token {token!r} is not in vocab.json; transformers "
+                                   f"would give it a new id that the model has no embedding for")
+        added.setdefault(token, vocab.get(token))
+    return added
+
+
+def load_marian_tokenizer(path: Path, hf_config) -> SeparateTokenizer:
+    """source.spm, target.spm, vocab.json [target_vocab.json], tokenizer_config.json of a save_pretrained
+    directory -> a SeparateTokenizer whose ids are MarianTokenizer's, checked against the model config."""
+    file = path / "tokenizer_config.json"
+    config = read_json(file, {})
+    vocab = read_json(path / "vocab.json")
+    target_vocab = read_json(path / "target_vocab.json") if config.get("separate_vocabs") else None
+    try:
+        tok = SeparateTokenizer(
+            source_model=_spm_bytes(path / "source.spm"), target_model=_spm_bytes(path / "target.spm"),
+            vocab=vocab, target_vocab=target_vocab, eos_token=_content(config.get("eos_token", "</s>")),
+            unk_token=_content(config.get("unk_token", "<unk>")), pad_token=_content(config.get("pad_token", "<pad>")),
+            added_tokens=_added_tokens(config, vocab, file))
+    except TokenizerFileError as err:
+        raise UnsupportedModel(f"{path}: {err}") from None
+    _check_ids(tok, hf_config, path)
+    return tok
+
+
+def _spm_bytes(file: Path) -> bytes:
+    if not file.is_file():
+        raise UnsupportedModel(f"{file}: missing; Marian models have source.spm and target.spm (SentencePiece)")
+    return file.read_bytes()
+
+
+def _check_ids(tok: SeparateTokenizer, hf_config, path: Path) -> None:
+    """The ids and sizes the model was built for must be the tokenizer's."""
+    target_size = hf_config.vocab_size if hf_config.share_encoder_decoder_embeddings else \
+        hf_config.decoder_vocab_size
+    checks = (("vocab_size", hf_config.vocab_size, tok.src_vocab_size, "pieces in vocab.json"),
+              ("decoder_vocab_size", target_size, tok.tgt_vocab_size, "pieces in the target id table"),
+              ("pad_token_id", hf_config.pad_token_id, tok.pad_id, f"the id of {tok.pad_token} in vocab.json"),
+              ("eos_token_id", hf_config.eos_token_id, tok.eos_id, f"the id of {tok.eos_token} in vocab.json"))
+    for field, model_value, tokenizer_value, what in checks:
+        if model_value != tokenizer_value:
+            raise UnsupportedModel(f"{path}/config.json: {field}={model_value!r} but the tokenizer has "
+                                   f"{tokenizer_value} ({what}); the model and tokenizer files do not belong together")
