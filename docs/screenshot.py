@@ -16,7 +16,7 @@ def main():
     p.add_argument("--text", required=True)
     p.add_argument("--kind", default="cross")
     p.add_argument("--layer", default="mean")
-    p.add_argument("--head", default="mean")
+    p.add_argument("--head", default="0", help="a head number: the step view shows one head")
     p.add_argument("--query", type=int, default=0, help="query row to hover and open step by step")
     p.add_argument("--out", required=True)
     args = p.parse_args()
@@ -38,7 +38,7 @@ def main():
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=[
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        page = browser.new_page(viewport={"width": 1100, "height": 800})
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.goto(f"http://127.0.0.1:{port}")
         page.fill("#text", args.text)
         page.click("#translate")
@@ -49,7 +49,9 @@ def main():
         page.hover(f"#heatmap th.query >> nth={args.query}")
         page.click(f"#heatmap th.query >> nth={args.query}")
         page.wait_for_selector("#step-table")
-        page.screenshot(path=args.out, full_page=True)
+        page.mouse.move(0, 0)
+        page.evaluate("document.getElementById('matrix-panel').scrollIntoView()")  # matrix beside the step view
+        page.screenshot(path=args.out)
         browser.close()
     server.should_exit = True
     print(f"wrote {args.out}")

@@ -1,8 +1,9 @@
 """A real browser drives the page: Debian's Chromium through Playwright, against the server on loopback.
 
 Skipped only when no Chromium is installed and AIAYN_REQUIRE_BROWSER is unset; .ci/run installs Chromium
-and sets it, so in CI this test always runs."""
+and sets it, so in CI these tests always run. Screenshots go to runs/test-artifacts (AIAYN_ARTIFACTS)."""
 
+import math
 import os
 import shutil
 import socket
@@ -14,6 +15,7 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("AIAYN_ARTIFACTS", Path(__file__).resolve().parents[1] / "runs" / "test-artifacts"))
+FIRST, SECOND = "seven hundred", "forty five thousand"  # no word in common
 
 if not Path(CHROMIUM).exists() and not os.environ.get("AIAYN_REQUIRE_BROWSER"):
     pytest.skip("no Chromium here (apt-get install chromium); CI installs it", allow_module_level=True)
@@ -54,70 +56,236 @@ def rnn_server(rnn_dir):
     yield from serve(rnn_dir)
 
 
-def launch(p):
-    return p.chromium.launch(executable_path=CHROMIUM, args=[
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    yield page
+    page.close()
+    assert not errors, f"script errors on the page: {errors}"
+
+
+def translate(page, url, text):
+    page.goto(url)
+    page.wait_for_selector("[data-testid=model-info] dd")
+    page.fill("#text", text)
+    page.click("#translate")
+    page.wait_for_selector("#heatmap td.cell", timeout=30000)
 
 
 def heat_values(page) -> list[str]:
     return page.eval_on_selector_all("#heatmap td.cell", "cells => cells.map(c => c.dataset.value)")
 
 
-def test_page_translates_and_shows_every_head(server):
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.goto(server)
-        page.fill("#text", "three hundred forty five thousand twenty one")
-        page.click("#translate")
-        page.wait_for_selector("#heatmap td.cell", timeout=30000)
-        translation = page.inner_text("#translation").strip()
-        assert translation
-        # cross attention: one cell per (target token, source token)
-        queries = page.eval_on_selector_all("#heatmap th.query", "e => e.length")
-        keys = page.eval_on_selector_all("#heatmap th.key", "e => e.length")
-        assert queries > 0 and keys > 1
-        cells = heat_values(page)
-        assert len(cells) == queries * keys
-        page.select_option("#head", "1")
-        assert heat_values(page) != cells, "switching the head must change the heatmap"
-        page.select_option("#kind", "encoder_self")
-        n_src = page.eval_on_selector_all("#heatmap th.key", "e => e.length")
-        n_queries = page.eval_on_selector_all("#heatmap th.query", "e => e.length")
-        assert n_queries == n_src == keys, "encoder self-attention is source x source"
-        page.hover("#heatmap th.query >> nth=1")
-        assert page.locator("#hover-view span").count() == n_src
-        page.click("#heatmap th.query >> nth=1")
-        page.wait_for_selector("#step-table", timeout=15000)
-        assert page.locator("#step-table tr").count() == n_src + 1
-        assert page.inner_text("#step-output").startswith("[")
-        page.select_option("#kind", "decoder_self")
-        page.wait_for_selector("#heatmap td.cell")
-        page.screenshot(path=str(ARTIFACTS / "web_page.png"), full_page=True)
-        browser.close()
-    assert (ARTIFACTS / "web_page.png").stat().st_size > 1000
+def count(page, selector) -> int:
+    return page.locator(selector).count()
 
 
-def test_page_works_with_an_rnn_model(rnn_server):
-    from playwright.sync_api import sync_playwright
+def shot(page, name):
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
-    with sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page()
-        page.goto(rnn_server)
-        page.fill("#text", "forty five thousand")
-        page.press("#text", "Enter")
-        page.wait_for_selector("#heatmap td.cell", timeout=30000)
-        assert page.inner_text("#translation").strip()
-        kinds = page.eval_on_selector_all("#kind option", "o => o.map(x => x.value)")
-        assert kinds == ["cross"]
-        queries = page.eval_on_selector_all("#heatmap th.query", "e => e.length")
-        keys = page.eval_on_selector_all("#heatmap th.key", "e => e.length")
-        assert len(heat_values(page)) == queries * keys and keys == 4  # forty five thousand </s>
-        page.click("#heatmap th.query >> nth=0")
-        page.wait_for_function("document.getElementById('step').textContent.includes('Transformer')")
-        browser.close()
+
+def test_overview_shows_every_head_and_a_click_opens_it(page, server):
+    translate(page, server, "three hundred forty five thousand twenty one")
+    assert "Transformer" in page.inner_text("[data-testid=model-info]")
+    assert page.inner_text("#translation").strip()
+    assert count(page, "[data-testid=head-thumb]") == 2 * 4  # the tiny model: 2 layers x 4 heads
+    assert count(page, "[data-testid=layer-mean-thumb]") == 2
+    queries, keys = count(page, "#heatmap th.query"), count(page, "#heatmap th.key")
+    before = heat_values(page)
+    assert len(before) == queries * keys and keys >= 7  # three hundred forty five thousand twenty one </s>
+    page.click("[data-testid=head-thumb][data-layer='0'][data-head='2']")
+    assert page.input_value("#layer") == "0" and page.input_value("#head") == "2"
+    assert "layer 0 · head 2" in page.inner_text("#matrix-caption")
+    assert heat_values(page) != before, "opening another head must change the matrix"
+    assert page.get_attribute("[data-testid=head-thumb][data-layer='0'][data-head='2']", "aria-pressed") == "true"
+    page.hover("#heatmap th.query >> nth=1")
+    assert count(page, "[data-testid=line-view] svg line") > 0, "hovering a query draws its lines"
+    page.check("#overlay")
+    colours = page.eval_on_selector_all("[data-testid=line-view] svg line",
+                                        "ls => new Set(ls.map(l => l.getAttribute('stroke'))).size")
+    assert colours == 4, "every head of the layer overlaid in its own colour"
+    shot(page, "web_overview")
+
+
+def test_decoder_self_attention_shows_masked_cells_and_the_step_softmax(page, server):
+    translate(page, server, "forty five thousand")
+    page.select_option("#kind", "decoder_self")
+    T = count(page, "#heatmap th.query")
+    assert count(page, "[data-testid=cell-masked]") == T * (T - 1) // 2, "every future cell is masked"
+    assert "masked" in page.get_attribute("[data-testid=cell-masked] >> nth=0", "title")
+    page.select_option("#layer", "1")
+    page.select_option("#head", "3")
+    with page.expect_response("**/api/step") as answer:
+        page.click("#heatmap button.q >> nth=1")
+    step = answer.value.json()
+    page.wait_for_selector("[data-testid=step-view] #step-table")
+    q, keys, mask = step["query_vector"], step["keys"], step["mask"]
+    assert mask == [k <= 1 for k in range(T)], "decoder self-attention: keys after the query are masked"
+    scores = [sum(a * b for a, b in zip(q, k)) / math.sqrt(len(q)) for k in keys]
+    top = max(s for s, m in zip(scores, mask) if m)
+    exps = [math.exp(s - top) if m else 0.0 for s, m in zip(scores, mask)]
+    expected = [e / sum(exps) for e in exps]
+    shown = page.eval_on_selector_all("#step-table tbody tr", "rs => rs.map(r => Number(r.dataset.weight))")
+    assert len(shown) == T, "the step table lists the masked keys too"
+    assert all(abs(a - b) < 1e-3 for a, b in zip(shown, expected)), (shown, expected)
+    texts = page.eval_on_selector_all("#step-table tbody td.w", "ts => ts.map(t => t.textContent)")
+    assert texts == [f"{w:.3f}" for w in step["weights"]]
+    assert page.locator("#step-table tr.masked").count() == T - 2
+    assert "−∞" in page.inner_text("#step-table tr.masked >> nth=0")
+    assert "layer 1, head 3" in page.inner_text("[data-testid=step-view]")
+    shot(page, "web_decoder_self_step")
+
+
+def test_changes_never_leave_stale_panels(page, server):
+    translate(page, server, FIRST)
+    page.click("#heatmap button.q >> nth=0")
+    page.wait_for_selector("#step-table")
+    page.select_option("#head", "2")  # a new head: the step view is recomputed for it
+    page.wait_for_function("document.querySelector('[data-testid=step-view]').textContent.includes('head 2')")
+    page.mouse.move(0, 0)
+    page.select_option("#kind", "encoder_self")  # a new kind: the query is gone, so is its step view
+    assert count(page, "#step-table") == 0 and page.inner_text("#hover-view") == ""
+    page.fill("#text", SECOND)
+    page.click("#translate")
+    page.wait_for_function(f"document.querySelector('#heatmap table')?.getAttribute('aria-label')"
+                           f".includes('{SECOND.split()[0]}')", timeout=30000)
+    keys = page.eval_on_selector_all("#heatmap th.key", "e => e.map(x => x.textContent)")
+    assert keys == ["forty", "five", "thousand", "</s>"]
+    for panel in ("#heatmap", "[data-testid=line-view]", "[data-testid=step-view]", "#hover-view", "#matrix-caption"):
+        text = page.inner_text(panel)
+        assert "seven" not in text and "hundred" not in text, f"{panel} still shows the first sentence"
+    # a failed request leaves no panel of the old sentence up, and says what happened in words
+    page.route("**/api/translate", lambda route: route.abort())
+    page.click("#translate")
+    page.wait_for_function("document.getElementById('error').textContent.length > 0")
+    assert "cannot be reached" in page.inner_text("#error")
+    assert not page.is_visible("#views") and page.inner_text("#translation") == ""
+
+
+def test_mean_never_feeds_the_step_view(page, server):
+    translate(page, server, "forty five")
+    steps = []
+    page.on("request", lambda r: steps.append(r) if "/api/step" in r.url else None)
+    page.select_option("#head", "mean")
+    page.click("#heatmap button.q >> nth=0")
+    assert "one head" in page.inner_text("[data-testid=step-view]")
+    assert steps == [] and count(page, "#step-table") == 0
+    page.select_option("#head", "1")  # one head again: its step view is computed
+    page.wait_for_selector("#step-table")
+    page.select_option("#layer", "mean")
+    assert "one head" in page.inner_text("[data-testid=step-view]") and count(page, "#step-table") == 0
+    bodies = [r.post_data_json for r in steps]
+    assert len(bodies) == 1 and bodies[0]["head"] == 1 and isinstance(bodies[0]["layer"], int)
+
+
+def test_keyboard_alone(page, server):
+    page.goto(server)
+    page.wait_for_selector("[data-testid=model-info] dd")
+    page.focus("#text")
+    page.keyboard.type("forty five thousand")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#heatmap td.cell", timeout=30000)
+    for _ in range(60):  # Tab to the first thumbnail, open it with Enter
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.dataset.testid") == "head-thumb":
+            break
+    page.keyboard.press("Tab")  # the next thumbnail: layer 0, head 1
+    page.keyboard.press("Enter")
+    assert page.input_value("#head") == "1"
+    # the focus goes to that head's matrix, on its first query token
+    assert page.evaluate("document.activeElement.classList.contains('q') && document.activeElement.dataset.q") == "0"
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#step-table")
+    assert "row 0" in page.inner_text("[data-testid=step-view]")
+    page.keyboard.press("ArrowDown")
+    page.wait_for_function("document.querySelector('[data-testid=step-view]').textContent.includes('row 1')")
+    assert page.evaluate("document.activeElement.dataset.q") == "1", "the arrow key moves the focus with the query"
+    assert page.get_attribute("#heatmap button.q >> nth=1", "aria-label")
+    for _ in range(20):  # on to the line view's tokens: arrows move, Enter opens the step view
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.classList.contains('lq')"):
+            break
+    assert page.evaluate("document.activeElement.dataset.q") == "1"
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    page.wait_for_function("document.querySelector('[data-testid=step-view]').textContent.includes('row 2')")
+    assert page.evaluate("document.activeElement.dataset.q") == "2", "the focus stays on the line view's token"
+    shot(page, "web_keyboard")
+
+
+def test_phone_width_does_not_scroll_sideways(browser, server):
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    translate(page, server, "three hundred forty five thousand six hundred twenty one")
+    page.click("#heatmap button.q >> nth=2")
+    page.wait_for_selector("#step-table")
+    page.click("#step-table details.vec >> nth=0")  # an unfolded vector wraps in its box
+    width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1], f"the page is {width[0]} px wide on a {width[1]} px screen"
+    assert page.evaluate("document.getElementById('step').getBoundingClientRect().top < window.innerHeight"), \
+        "the step view scrolls into sight when a row is clicked"
+    shot(page, "web_phone")
+    page.close()
+
+
+def test_errors_are_readable_sentences(page, server):
+    page.goto(server)
+    page.wait_for_selector("[data-testid=model-info] dd")
+    page.click("#translate")
+    assert page.inner_text("#error") == "Type a sentence first."
+    page.fill("#text", "forty five")
+    page.fill("#beam", "0")
+    page.click("#translate")
+    page.wait_for_function("document.getElementById('error').textContent.length > 0")
+    message = page.inner_text("#error")
+    assert message.startswith("beam:") and "{" not in message and "forty" not in message
+    assert page.is_enabled("#translate"), "the button comes back after the request"
+    page.fill("#beam", "2")
+    page.fill("#text", "45 thousand")  # digits: the number-word model has no pieces for them
+    page.click("#translate")
+    page.wait_for_selector("#heatmap td.cell", timeout=30000)
+    assert page.inner_text("#error") == "" and "unknown to this model" in page.inner_text("#warning")
+
+
+def test_rnn_model_gets_seed_002s_step_view(page, rnn_server):
+    translate(page, rnn_server, "forty five thousand")
+    assert "RNN" in page.inner_text("[data-testid=model-info]")
+    assert page.eval_on_selector_all("#kind option", "o => o.map(x => x.value)") == ["cross"]
+    assert count(page, "[data-testid=head-thumb]") == 1
+    row = [float(v) for v in heat_values(page)[:4]]  # forty five thousand </s>
+    with page.expect_response("**/api/step") as answer:
+        page.click("#heatmap button.q >> nth=0")
+    step = answer.value.json()
+    page.wait_for_selector("[data-testid=step-view] #step-table")
+    view = page.inner_text("[data-testid=step-view]")
+    for part in ("score(s, h_i)", step["score_name"], "tanh(W_c [a_t; s_t] + b_c)", "softmax"):
+        assert part in view, part
+    assert math.isclose(sum(step["weights"]), 1.0, abs_tol=1e-4)
+    assert all(abs(a - b) < 2e-3 for a, b in zip(step["weights"], row)), "the step's alpha is the matrix's row"
+    assert page.locator("[data-testid=step-view] ol.top li").count() == len(step["top"]) > 0
+    assert step["top"][0]["token"].lstrip("▁") in view
+    shot(page, "web_rnn_step")
+
+
+def test_word_view_merges_pieces(page, server):
+    translate(page, server, "seventeen thousand")
+    pieces = page.eval_on_selector_all("#heatmap th.key", "e => e.map(x => x.textContent)")
+    page.check("#words")
+    assert page.is_visible("#words-rule") and "▁" in page.inner_text("#words-rule")
+    words = page.eval_on_selector_all("#heatmap th.key", "e => e.map(x => x.textContent)")
+    assert words == ["seventeen", "thousand", "</s>"] and len(pieces) >= len(words)
+    assert all("▁" not in p for p in pieces), "pieces are shown without SentencePiece's ▁"

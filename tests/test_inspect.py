@@ -139,10 +139,11 @@ def test_step_view_reproduces_the_captured_row(transformer_dir, kind):
     query = 1
     step = attention_step(t.model, src_ids, tgt_in, kind, layer=1, head=2, query=query)
     row = maps.maps[kind][1, 2, query]
-    np.testing.assert_allclose(step["weights"], row[: len(step["weights"])], atol=1e-5)
-    np.testing.assert_allclose(np.exp(step["scores"]) / np.exp(step["scores"]).sum(), step["weights"], atol=1e-6)
+    np.testing.assert_allclose(step["weights"], row, atol=1e-5)
+    scores = np.array([-np.inf if s is None else s for s in step["scores"]])  # None: masked (-inf)
+    np.testing.assert_allclose(np.exp(scores) / np.exp(scores).sum(), step["weights"], atol=1e-5)
     expected = np.array(step["weights"]) @ np.array(step["values"])
-    np.testing.assert_allclose(step["output"], expected, atol=1e-5)
+    np.testing.assert_allclose(step["output"], expected, atol=1e-4)
 
 
 def test_teacher_forced_input_longer_than_the_model_is_an_error(transformer_dir):
@@ -152,3 +153,27 @@ def test_teacher_forced_input_longer_than_the_model_is_an_error(transformer_dir)
         capture(t, "nine", target=long)
     with pytest.raises(AiaynError, match=r"the sentence has \d+ subword tokens"):
         capture(t, long, target="neun")
+
+
+def test_html_and_png_say_what_they_show(transformer_dir, rnn_dir, tmp_path):
+    """Rendered maps name their rows by the decoder input and the token it predicts, show pieces without
+    SentencePiece's ▁, draw the decoder's masked future as masked, and call the RNN's map what it is."""
+    from aiayn.inspect.labels import axis_labels, masked_cells, panel_title
+
+    maps = capture(Translator.from_pretrained(transformer_dir), SENTENCE, beam=2)
+    T = len(maps.target_tokens)
+    page = write_maps(maps, tmp_path / "a.html", kind="decoder_self", layer=1, head=2).read_text()
+    assert page.count('class="m"') == T * (T - 1) // 2 and "key: decoder input" in page
+    assert "▁" not in page and "layer 1 · head 2" in page
+    rows, keys = axis_labels(maps, "cross")
+    assert rows[0].startswith("<s> → ") and keys == [p.lstrip("▁") for p in maps.source_tokens]
+    masked = masked_cells(maps, "decoder_self", maps.maps["decoder_self"][0, 0])
+    assert masked.sum() == T * (T - 1) // 2 and masked_cells(maps, "cross", maps.maps["cross"][0, 0]) is None
+    merged = merge_subwords(capture(Translator.from_pretrained(transformer_dir), SENTENCE,
+                                    target="drei hundert fünf und vierzig tausend ein und zwanzig"))
+    assert masked_cells(merged, "decoder_self", merged.maps["decoder_self"][0, 0]).sum() > 0
+    assert "a word starts at a piece" in write_maps(merged, tmp_path / "w.html", kind="all").read_text()
+    rnn = capture(Translator.from_pretrained(rnn_dir), "forty five", beam=1)
+    assert panel_title(rnn, "cross", 0, 0) == "RNN decoder attention over the encoder states"
+    assert "cross L0" not in write_maps(rnn, tmp_path / "r.html").read_text()
+    assert write_maps(maps, tmp_path / "a.png", kind="decoder_self", layer=1).read_bytes()[:4] == b"\x89PNG"

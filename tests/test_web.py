@@ -1,3 +1,6 @@
+import json
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -12,11 +15,28 @@ def client(transformer_dir):
     return TestClient(create_app(Translator.from_pretrained(transformer_dir)))
 
 
-def test_health_and_page(client):
+def test_health_page_and_its_files(client):
     assert client.get("/api/health").json()["status"] == "ok"
     page = client.get("/")
-    assert page.status_code == 200 and "<script>" in page.text
-    assert "http://" not in page.text and "https://" not in page.text and "cdn" not in page.text.lower()
+    assert page.status_code == 200
+    scripts = re.findall(r'<script src="/static/([\w.]+)"', page.text)
+    assert "app.js" in scripts and 'href="/static/style.css"' in page.text
+    for name in scripts + ["style.css"]:  # offline: every file the page uses comes from this server
+        r = client.get(f"/static/{name}")
+        assert r.status_code == 200 and r.headers["content-type"].startswith(("text/javascript", "text/css"))
+        text = r.text.replace('"http://www.w3.org/2000/svg"', "")  # SVG's namespace name, never fetched
+        assert "http://" not in text and "https://" not in text and "cdn" not in text.lower(), name
+    for name in ("../app.py", "..%2Fapp.py", "nope.js", "%2e%2e%2fguards.py"):
+        assert client.get(f"/static/{name}").status_code == 404
+
+
+def test_model_info(client):
+    info = client.get("/api/info").json()
+    assert info["arch"] == "transformer" and info["n_heads"] == 4 and info["d_k"] == info["d_model"] // 4
+    assert info["n_encoder_layers"] == info["n_decoder_layers"] == 2
+    assert info["src_lang"] == "en" and info["tgt_lang"] == "de" and len(info["examples"]) == 3
+    assert info["unk_piece"] == "<unk>" and info["max_text"] == 500
+    assert len(json.dumps(info)) < 4096
 
 
 def test_translate_returns_every_map(client):
@@ -59,9 +79,18 @@ def test_rnn_model_page_api(rnn_dir):
     client = TestClient(create_app(Translator.from_pretrained(rnn_dir)))
     body = client.post("/api/translate", json={"text": "forty five", "beam": 2}).json()
     assert set(body["maps"]) == {"cross"} and body["arch"] == "rnn"
-    r = client.post("/api/step", json={"source_ids": body["source_ids"], "target_input_ids": body["target_input_ids"],
-                                       "kind": "cross", "layer": 0, "head": 0, "query": 0})
-    assert r.status_code == 400 and "Transformer" in r.json()["error"]
+    info = client.get("/api/info").json()
+    assert info["arch"] == "rnn" and info["decoder"] == "luong" and info["score_name"].startswith("general")
+    ids = {"source_ids": body["source_ids"], "target_input_ids": body["target_input_ids"]}
+    cross = np.array(body["maps"]["cross"])
+    for query in range(len(body["target_input_ids"])):  # seed 002's step reproduces every row of the map
+        step = _step(client, **ids, kind="cross", layer=0, head=0, query=query)
+        np.testing.assert_allclose(step["weights"], cross[0, 0, query], atol=1e-3)
+        context = np.array(step["weights"]) @ np.array(step["keys"])  # a_t = sum_i alpha_i h_i
+        np.testing.assert_allclose(step["context"], context, atol=1e-4)
+        assert step["score_formula"] == "score(s, h_i) = s^T W_a h_i" and len(step["top"]) == 5
+    r = client.post("/api/step", json={**ids, "kind": "cross", "layer": 1, "head": 0, "query": 0})
+    assert r.status_code == 400 and "one attention map" in r.json()["error"]
 
 
 def _step(client, source_ids, target_input_ids, kind, layer, head, query) -> dict:
@@ -83,10 +112,34 @@ def test_step_view_masks_source_padding_and_the_future(client, transformer_dir):
     for kind, query in (("encoder_self", 1), ("encoder_self", 4), ("cross", 2), ("decoder_self", 2)):
         step = _step(client, source_ids, target_input_ids, kind, 1, 3, query)
         row = maps[kind][0, 1, 3, query].numpy()
-        if kind == "decoder_self":
-            assert len(step["weights"]) == query + 1 and np.allclose(row[query + 1:], 0.0)
+        if kind == "decoder_self":  # every key is listed; the future ones masked: q.k -> -inf -> 0
+            assert step["mask"] == [k <= query for k in range(len(target_input_ids))]
+            assert step["scores"][query + 1:] == [None] * 1 and step["weights"][query + 1:] == [0.0]
+            assert np.allclose(row[query + 1:], 0.0) and step["dots"][query + 1] is not None
         else:
             assert step["mask"] == [i != pad for i in source_ids]
             assert step["scores"][-2:] == [None, None] and step["weights"][-2:] == [0.0, 0.0]
-        np.testing.assert_allclose(step["weights"], row[: len(step["weights"])], atol=1e-5)
-        np.testing.assert_allclose(step["output"], np.array(step["weights"]) @ np.array(step["values"]), atol=1e-5)
+        np.testing.assert_allclose(step["weights"], row, atol=1e-5)
+        np.testing.assert_allclose(step["output"], np.array(step["weights"]) @ np.array(step["values"]), atol=1e-4)
+        q, keys, mask = np.array(step["query_vector"]), np.array(step["keys"]), np.array(step["mask"])
+        np.testing.assert_allclose(step["dots"], keys @ q, atol=1e-3)  # the raw q.k, before / sqrt(d_k)
+        scores = np.where(mask, keys @ q / np.sqrt(step["d_k"]), -np.inf)
+        np.testing.assert_allclose(step["weights"], np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum(),
+                                   atol=1e-4)
+        np.testing.assert_allclose(np.array(step["exps"]) / step["exp_sum"], step["weights"], atol=1e-4)
+        assert len(step["x_vector"]) == step["d_model"] == 64 and len(q) == step["d_k"] == 16
+
+
+def test_step_answer_is_bounded(client):
+    """The largest step request (every key the server takes) answers with one head's q, K, V and a few
+    numbers per key, each rounded: about 12 bytes a number at most."""
+    from aiayn.web.app import MAX_OUTPUT_TOKENS, MAX_SOURCE_TOKENS
+
+    K = MAX_SOURCE_TOKENS
+    r = client.post("/api/step", json={"source_ids": [5] * K, "target_input_ids": [2] * MAX_OUTPUT_TOKENS,
+                                       "kind": "decoder_self", "layer": 1, "head": 0, "query": K - 1})
+    assert r.status_code == 200
+    step = r.json()
+    d_k, d_model = step["d_k"], step["d_model"]
+    assert len(step["keys"]) == len(step["values"]) == K and all(step["mask"])
+    assert len(r.content) < 12 * ((2 * K + 1) * d_k + d_model + 6 * K) + 1024

@@ -1,36 +1,65 @@
-"""A self-contained HTML file (no network) with one heatmap table per layer and head."""
+"""A self-contained HTML file (no network): for each kind a grid of heatmap tables, layers down and heads
+across, with axis titles, a colour legend, masked cells hatched and the weight of every cell in its
+tooltip."""
 
 import html
 
+STYLE = """body{font-family:system-ui,sans-serif;margin:1em;color:#1f2328}
+.grid{display:grid;gap:1.2em 1.5em;align-items:start;overflow-x:auto;margin-bottom:2em}
+figure{margin:0} figcaption{font-weight:600;font-size:13px;margin-bottom:.3em}
+table{border-collapse:collapse} td{width:22px;min-width:22px;height:22px;border:1px solid #eee;padding:0}
+th{font-weight:normal;font-size:11px;padding:1px 3px;white-space:nowrap;text-align:right}
+th.k{writing-mode:vertical-rl;text-orientation:sideways;transform:rotate(180deg);text-align:left}
+td.m{background:repeating-linear-gradient(45deg,#f3f4f6 0 3px,#c9ccd1 3px 4px)}
+.axis{font-size:11px;color:#57606a;font-style:italic}
+.legend{display:flex;align-items:center;gap:.4em;font-size:12px;margin:.5em 0 1em}
+.ramp{display:inline-block;width:140px;height:12px;border:1px solid #ccc;
+background:linear-gradient(to right,rgba(29,78,216,0),rgba(29,78,216,1))}
+.sw{display:inline-block;width:14px;height:14px;border:1px solid #ccc;margin-left:1em;
+background:repeating-linear-gradient(45deg,#f3f4f6 0 3px,#c9ccd1 3px 4px)}"""
+
 
 def page(maps, kinds, layer, head) -> str:
-    from aiayn.inspect.render import axis_tokens, select
+    from aiayn.inspect.labels import AXIS_TITLES, KIND_NAMES, WORD_RULE, axis_labels, masked_cells, sentence_title
+    from aiayn.inspect.render import select
 
-    blocks = []
+    sections = []
     for kind in kinds:
         m = select(maps, kind, layer, head)
-        queries, keys = axis_tokens(maps, kind)
+        queries, keys = axis_labels(maps, kind)
         layers = range(m.shape[0]) if layer is None else [layer]
         heads = range(m.shape[1]) if head is None else [head]
-        for li, layer_index in enumerate(layers):
-            for hi, head_index in enumerate(heads):
-                blocks.append(_table(f"{kind} — layer {layer_index}, head {head_index}", m[li, hi], queries, keys))
+        figures = [_table(f"layer {li_model} · head {hi_model}" if maps.arch != "rnn" else
+                          "decoder steps × encoder states (seed 002)", m[li, hi],
+                          masked_cells(maps, kind, m[li, hi]), queries, keys)
+                   for li, li_model in enumerate(layers) for hi, hi_model in enumerate(heads)]
+        name = "RNN decoder attention" if maps.arch == "rnn" else KIND_NAMES[kind]
+        sections.append(f"<h2>{html.escape(name)}</h2><p class=axis>rows: {html.escape(AXIS_TITLES[kind][0])}; "
+                        f"columns: {html.escape(AXIS_TITLES[kind][1])}</p>"
+                        f'<div class="grid" style="grid-template-columns:repeat({len(heads)},max-content)">'
+                        f"{''.join(figures)}</div>")
+    rule = f"<p class=axis>{html.escape(WORD_RULE)}</p>" if maps.merged else ""
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>aiayn attention</title>
-<style>body{{font-family:sans-serif;margin:1em}}
-table{{border-collapse:collapse;margin:0 1em 1.5em 0;display:inline-table}}
-td{{width:22px;height:22px;border:1px solid #eee}} th{{font-weight:normal;font-size:11px;padding:2px}}
-th.k{{writing-mode:vertical-rl;transform:rotate(180deg)}} caption{{font-weight:bold;text-align:left}}</style></head>
-<body><h2>{html.escape(' '.join(maps.source_tokens))} &rarr; {html.escape(maps.translation)}</h2>
-<p>Rows: queries (who attends). Columns: keys (attended to). Hover a cell for its weight.</p>
-{''.join(blocks)}</body></html>"""
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{STYLE}</style></head>
+<body><h1 style="font-size:1.2em">{html.escape(sentence_title(maps))}</h1>
+<p>Each row is a query (who looks), each column a key (what is looked at); a row's weights sum to 1.
+Hover a cell for its weight.</p>{rule}
+<div class="legend"><span>0</span><span class="ramp"></span><span>1</span><span class="sw"></span>
+<span>masked (&minus;&infin; before the softmax, weight 0)</span></div>
+{''.join(sections)}</body></html>"""
 
 
-def _table(title, matrix, queries, keys) -> str:
-    head = "".join(f'<th class="k">{html.escape(k)}</th>' for k in keys)
+def _table(title, matrix, masked, queries, keys) -> str:
+    head = "".join(f'<th class="k" scope="col">{html.escape(k)}</th>' for k in keys)
     rows = []
-    for q, row in zip(queries, matrix):
-        cells = "".join(
-            f'<td title="{html.escape(q)} &rarr; {html.escape(k)}: {w:.3f}" '
-            f'style="background:rgba(20,60,200,{w:.3f})"></td>' for k, w in zip(keys, row))
-        rows.append(f"<tr><th>{html.escape(q)}</th>{cells}</tr>")
-    return f"<table><caption>{html.escape(title)}</caption><tr><th></th>{head}</tr>{''.join(rows)}</table>"
+    for q, (query, row) in enumerate(zip(queries, matrix)):
+        cells = []
+        for k, (key, w) in enumerate(zip(keys, row)):
+            where = f"{html.escape(query)} &rarr; {html.escape(key)}"
+            if masked is not None and masked[q, k]:
+                cells.append(f'<td class="m" title="{where}: masked"></td>')
+            else:
+                cells.append(f'<td title="{where}: {w:.3f}" style="background:rgba(29,78,216,{w:.3f})"></td>')
+        rows.append(f'<tr><th scope="row">{html.escape(query)}</th>{"".join(cells)}</tr>')
+    return (f"<figure><figcaption>{html.escape(title)}</figcaption>"
+            f"<table><tr><td style='border:0'></td>{head}</tr>{''.join(rows)}</table></figure>")

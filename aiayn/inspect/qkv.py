@@ -1,9 +1,12 @@
-"""One query of one head, step by step (seed 003): scores = q.K^T / sqrt(d_k), weights = softmax(scores),
-output = weights . V. Transformer models only: the RNN score functions are not dot products.
+"""One query of one head, step by step (seed 003): x -> q = x W^Q, K = X W^K, V = X W^V (§3.2.2),
+q.k per key, / sqrt(d_k) (§3.2.1), the mask (-inf), softmax, the weighted sum of V. Transformer models;
+RNN models have their own step (aiayn.inspect.rnn_step).
 
-The keys are masked as the model masks them (aiayn.model.masks, True = may attend): source padding in
-encoder self-attention and cross attention is listed with "mask" False, no score (None) and weight 0;
-decoder self-attention lists only the keys up to the query (§3.2.3, the look-ahead mask)."""
+Every key is listed, masked ones too, with the model's mask (aiayn.model.masks, True = may attend):
+source padding in encoder self-attention and cross attention, and in decoder self-attention the keys after
+the query (§3.2.3, the look-ahead mask). A masked key keeps its raw q.k ("dots") so the page can show
+q.k -> -inf -> 0; its "scores" entry is None and its weight 0. Vectors are rounded to DECIMALS places so
+an answer's size is bounded: about (2 K d_k + K + d_model + d_k) numbers."""
 
 import math
 from functools import partial
@@ -13,6 +16,8 @@ import torch
 from aiayn.inspect.capture import InspectError
 from aiayn.model.masks import padding_mask
 
+DECIMALS = 5
+
 
 def _layer_input(layer, x):
     return layer.self_attn_norm(x) if layer.norm_first else x
@@ -20,10 +25,12 @@ def _layer_input(layer, x):
 
 @torch.no_grad()
 def _encoder_qkv(model, src, layer_index):
+    """(x of the layer, (q, k, v)) of encoder layer `layer_index` (or None), and the memory."""
     x, src_mask, found = model._embed(model.src_embed, src), padding_mask(src, model.pad_id), None
     for i, layer in enumerate(model.encoder_layers):
         if i == layer_index:
-            found = layer.self_attn.project_qkv(_layer_input(layer, x))
+            h = _layer_input(layer, x)
+            found = h, layer.self_attn.project_qkv(h)
         x, _ = layer(x, src_mask)
     return found, model.encoder_norm(x)
 
@@ -33,20 +40,29 @@ def _decoder_qkv(model, memory, src, tgt_in, layer_index, kind):
     y, src_mask = model._embed(model.tgt_embed, tgt_in), padding_mask(src, model.pad_id)
     for i, layer in enumerate(model.decoder_layers):
         if i == layer_index and kind == "decoder_self":
-            return layer.self_attn.project_qkv(_layer_input(layer, y))
+            h = _layer_input(layer, y)
+            return h, layer.self_attn.project_qkv(h)
         if i == layer_index:  # cross: the query is the stream after the self-attention sublayer
             y1, _ = layer.residual(y, layer.self_attn_norm, partial(layer._self_attention, cache=None,
                                                                     need_weights=False))
             h = layer.cross_attn_norm(y1) if layer.norm_first else y1
-            return (layer.cross_attn.project_q(h), *layer.cross_attn.project_kv(memory, memory))
+            return h, (layer.cross_attn.project_q(h), *layer.cross_attn.project_kv(memory, memory))
         y, _, _ = layer(y, memory, src_mask)
     raise AssertionError("layer index checked by the caller")
+
+
+def _round(values) -> list:
+    if isinstance(values, torch.Tensor):
+        values = values.tolist()
+    if isinstance(values, list):
+        return [_round(v) for v in values]
+    return None if values is None else round(values, DECIMALS)
 
 
 def attention_step(model, src_ids: list[int], tgt_in_ids: list[int], kind: str, layer: int, head: int,
                    query: int) -> dict:
     if not hasattr(model, "encoder_layers"):
-        raise InspectError("the step-by-step view needs a Transformer (RNN scores are not q.K products)")
+        raise InspectError("this step-by-step view needs a Transformer; RNN models have their own (rnn_step)")
     n_layers = len(model.encoder_layers if kind == "encoder_self" else model.decoder_layers)
     n_heads = model.encoder_layers[0].self_attn.n_heads
     n_queries = len(src_ids) if kind == "encoder_self" else len(tgt_in_ids)
@@ -56,25 +72,29 @@ def attention_step(model, src_ids: list[int], tgt_in_ids: list[int], kind: str, 
     device = next(model.parameters()).device
     src = torch.tensor([src_ids], device=device)
     tgt_in = torch.tensor([tgt_in_ids], device=device)
-    qkv, memory = _encoder_qkv(model, src, layer if kind == "encoder_self" else -1)
-    if kind != "encoder_self":
-        qkv = _decoder_qkv(model, memory, src, tgt_in, layer, kind)
+    found, memory = _encoder_qkv(model, src, layer if kind == "encoder_self" else -1)
+    x, qkv = found if kind == "encoder_self" else _decoder_qkv(model, memory, src, tgt_in, layer, kind)
     q, k, v = (t[0, head].float() for t in qkv)  # (Q, d_head), (K, d_head), (K, d_head)
-    if kind == "decoder_self":  # §3.2.3 no look-ahead: at step `query` only keys 0..query exist (KV cache)
-        k, v = k[: query + 1], v[: query + 1]
-    mask = _key_mask(kind, src[0], model.pad_id, k.size(0))
-    scores = k @ q[query] / math.sqrt(q.size(-1))  # §3.2.1 q.K^T / sqrt(d_k)
+    mask = _key_mask(kind, src[0], model.pad_id, k.size(0), query)
+    dots = k @ q[query]  # q.k for every key
+    scores = dots / math.sqrt(q.size(-1))  # §3.2.1 q.K^T / sqrt(d_k)
     weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
     weights = weights.masked_fill(~mask, 0.0)  # every key masked: zeros, not NaN (as in the model)
     output = weights @ v  # weighted sum of V
-    return {"d_k": q.size(-1), "query_vector": q[query].tolist(), "mask": mask.tolist(),
-            "scores": [s if m else None for s, m in zip(scores.tolist(), mask.tolist())],
-            "weights": weights.tolist(), "values": v.tolist(), "output": output.tolist()}
+    top = scores.masked_fill(~mask, float("-inf")).max()
+    exps = torch.exp(scores - top).masked_fill(~mask, 0.0) if mask.any() else torch.zeros_like(scores)
+    return {"arch": "transformer", "kind": kind, "layer": layer, "head": head, "query": query,
+            "d_model": x.size(-1), "d_k": q.size(-1), "x_vector": _round(x[0, query].float()),
+            "query_vector": _round(q[query]), "keys": _round(k), "values": _round(v), "mask": mask.tolist(),
+            "dots": _round(dots), "scores": [s if m else None for s, m in zip(_round(scores), mask.tolist())],
+            "max_score": round(float(top), DECIMALS) if mask.any() else None,
+            "exps": _round(exps), "exp_sum": round(float(exps.sum()), DECIMALS),
+            "weights": _round(weights), "output": _round(output)}
 
 
-def _key_mask(kind: str, src, pad_id: int, n_keys: int) -> torch.Tensor:
-    """(K,) bool, True = may attend: source padding is never attended; decoder self-attention has no
-    padding mask in the model (its keys are already cut at the query)."""
+def _key_mask(kind: str, src, pad_id: int, n_keys: int, query: int) -> torch.Tensor:
+    """(K,) bool, True = may attend: source padding is never attended; in decoder self-attention the
+    keys after the query are the future (§3.2.3)."""
     if kind == "decoder_self":
-        return torch.ones(n_keys, dtype=torch.bool, device=src.device)
+        return torch.arange(n_keys, device=src.device) <= query
     return src != pad_id

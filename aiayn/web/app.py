@@ -1,4 +1,5 @@
-"""FastAPI app: POST /api/translate, POST /api/step, GET /api/health, GET / (one static page).
+"""FastAPI app: POST /api/translate, POST /api/step, GET /api/health, GET /api/info (the model panel),
+GET / (one static page) and GET /static/NAME (its scripts and style: only the files in static/).
 
 Built to hold under load and abuse (every bound is a constant below):
 - a body over MAX_BODY bytes is refused with 413 while it arrives, chunked ones too (guards.BodyLimit);
@@ -8,7 +9,8 @@ Built to hold under load and abuse (every bound is a constant below):
 - a translation gets at most MAX_OUTPUT_TOKENS decoder steps and TIME_LIMIT_S seconds (past it: 503), and
   its source at most MAX_SOURCE_TOKENS subwords, so the answer is bounded: every attention map of the
   model, rounded to DECIMALS places, at most max_response_bytes(model) (about 2.4 MB for the 2+2-layer,
-  4-head demo model);
+  4-head demo model); a step answer (/api/step) holds one head's q, K and V: about (2 K + 1) d_k + d_model
+  + 6 K numbers of at most 5 decimals for K <= MAX_SOURCE_TOKENS keys (under 0.5 MB for d_k = 64);
 - only aiayn's user errors (AiaynError) reach the client; anything else is logged and answered with a
   generic 500;
 - while the app is served, the GIL switch interval is GIL_SWITCH_S, so the event loop waits less for it.
@@ -29,11 +31,15 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from aiayn.errors import AiaynError, BudgetExceeded
+from aiayn.inspect.capture import start_and_end
 from aiayn.inspect.qkv import attention_step
+from aiayn.inspect.rnn_step import rnn_step
 from aiayn.web.guards import Admission, BodyLimit, Busy
+from aiayn.web.info import model_info
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
+STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html"}
 
 MAX_TEXT = 500  # characters of one request's text
 MAX_BEAM = 8
@@ -87,7 +93,8 @@ def max_response_bytes(translator, max_output_tokens: int = MAX_OUTPUT_TOKENS) -
     else:  # RNN: one cross-attention map, L = H = 1
         n_values, n_rows = T * S, T
     tok = translator.tokenizer
-    longest = max(len(piece) for piece in tok.id_to_piece(list(range(tok.vocab_size))))
+    pieces = tok.id_to_piece(list(range(tok.tgt_vocab_size))) + tok.source_id_to_piece(list(range(tok.src_vocab_size)))
+    longest = max(len(piece) for piece in pieces)
     text = (S + 3 * T) * (6 * longest + 3)  # source, target, target input subwords; the translation
     return VALUE_BYTES * n_values + 2 * n_rows + text + 8 * (S + T) + 1024
 
@@ -118,7 +125,7 @@ def _translate(translator, limits: Limits, text: str, beam: int) -> bytes:
     tok = translator.tokenizer
     if not text.strip():
         raise AiaynError("the text is empty; give some text to translate")
-    n_source = len(tok.encode([text])[0]) + 1  # with </s>
+    n_source = len(tok.encode_source([text])[0]) + 1  # with </s>
     if n_source > MAX_SOURCE_TOKENS:
         raise AiaynError(f"the text is {n_source} subword tokens (with </s>); this server takes at most "
                          f"{MAX_SOURCE_TOKENS}: shorten it")
@@ -126,20 +133,26 @@ def _translate(translator, limits: Limits, text: str, beam: int) -> bytes:
                                   max_output_len=limits.max_output_tokens, time_limit=limits.time_limit_s)[0]
     # as aiayn.inspect.capture: one target token per decoder step, </s> included when the output ended
     steps = result.attention["cross"].shape[-2]
-    target = result.tokens + ["</s>"] if steps == len(result.tokens) + 1 else list(result.tokens)
-    target_input = ["<s>"] + target[:-1]
+    start, end = start_and_end(tok)  # <s> (<pad> for Marian models) and </s>
+    target = result.tokens + [end] if steps == len(result.tokens) + 1 else list(result.tokens)
+    target_input = [start] + target[:-1]
     head = _dumps({"translation": result.text, "arch": translator.arch,
                    "source_tokens": result.src_tokens, "target_tokens": target, "target_input_tokens": target_input,
-                   "source_ids": [tok.sp.piece_to_id(p) for p in result.src_tokens],
-                   "target_input_ids": [tok.bos_id] + [tok.sp.piece_to_id(p) for p in target_input[1:]],
+                   "source_ids": [tok.source_piece_to_id(p) for p in result.src_tokens],
+                   "target_input_ids": [tok.bos_id] + [tok.piece_to_id(p) for p in target_input[1:]],
                    "score": result.score})
     return f'{head[:-1]},"maps":{_maps_json(result.attention)}}}'.encode()
 
 
 def _step(translator, req: StepRequest) -> bytes:
-    vocab = translator.tokenizer.vocab_size
-    if any(not 0 <= i < vocab for i in req.source_ids + req.target_input_ids):
-        raise AiaynError(f"token ids must be in [0, {vocab})")
+    tok = translator.tokenizer
+    for what, ids, vocab in (("source_ids", req.source_ids, tok.src_vocab_size),
+                             ("target_input_ids", req.target_input_ids, tok.tgt_vocab_size)):
+        if any(not 0 <= i < vocab for i in ids):
+            raise AiaynError(f"{what}: token ids must be in [0, {vocab})")
+    if translator.arch == "rnn":  # seed 002's step: score -> alpha -> context -> tanh(W_c[a; s]) -> outputs
+        return _dumps(rnn_step(translator.model, tok, req.source_ids, req.target_input_ids, req.query,
+                                        req.kind, req.layer, req.head)).encode()
     return _dumps(attention_step(translator.model, req.source_ids, req.target_input_ids, req.kind, req.layer,
                                  req.head, req.query)).encode()
 
@@ -200,9 +213,24 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
     async def step(req: StepRequest):
         return await _answer(admission, limits, partial(_step, translator, req))
 
+    info = model_info(translator, MAX_SOURCE_TOKENS, MAX_TEXT)
+
+    @app.get("/api/info")
+    async def model_panel():
+        return info  # computed once, like health_info
+
     @app.get("/")
     def index():
         return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    static_files = {p.name: p for p in STATIC.iterdir() if p.suffix in STATIC_TYPES}  # fixed at start
+
+    @app.get("/static/{name}")
+    def static(name: str):
+        if name not in static_files:
+            return _error(404, "no such file")
+        return FileResponse(static_files[name], media_type=STATIC_TYPES[static_files[name].suffix],
+                            headers={"Cache-Control": "no-cache"})
 
     return app
 

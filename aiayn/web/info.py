@@ -1,0 +1,61 @@
+"""What the page says about the loaded model (GET /api/info): its architecture and sizes, its languages
+and three example sentences it can handle. Computed once when the app is created; small and bounded."""
+
+import logging
+
+log = logging.getLogger(__name__)
+
+# Sentences the shipped configs' models have seen the like of (the synthetic task is English number
+# words -> German; Multi30k describes images).
+EXAMPLES = {
+    "synthetic": ["forty five thousand six hundred twenty one", "twenty one", "three hundred seven thousand ninety"],
+    "en": ["A man is riding a bicycle down the street.", "Two dogs are playing in the snow.",
+           "A little girl in a pink dress climbs the stairs."],
+    "de": ["Ein Mann fährt mit dem Fahrrad die Straße entlang.", "Zwei Hunde spielen im Schnee.",
+           "Ein kleines Mädchen in einem rosa Kleid steigt die Treppe hinauf."],
+    "fr": ["Un homme fait du vélo dans la rue.", "Deux chiens jouent dans la neige.",
+           "Une petite fille en robe rose monte les escaliers."],
+    "cs": ["Muž jede na kole po ulici.", "Dva psi si hrají ve sněhu.",
+           "Malá holčička v růžových šatech leze po schodech."],
+}
+
+
+def _data_section(translator) -> dict:
+    """dataset and languages from the checkpoint's config.yaml ({} when it has none, e.g. an imported model)."""
+    if translator.model_dir is None:
+        return {}
+    try:
+        from aiayn.checkpoint import load_config_file
+
+        data = load_config_file(translator.model_dir).data
+    except Exception:  # the model loaded, so its config did; a missing section only loses the languages
+        log.warning("no data section for the page's model panel", exc_info=True)
+        return {}
+    return {"dataset": data.dataset, "src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
+
+
+def _sizes(model) -> dict:
+    if hasattr(model, "encoder_layers"):
+        attn, layer = model.encoder_layers[0].self_attn, model.encoder_layers[0]
+        return {"d_model": attn.d_model, "n_heads": attn.n_heads, "d_k": attn.d_head,
+                "n_encoder_layers": len(model.encoder_layers), "n_decoder_layers": len(model.decoder_layers),
+                "norm": "pre-LN" if layer.norm_first else "post-LN (paper)"}
+    from aiayn.inspect.rnn_step import _score_doc
+
+    dec = model.decoder
+    name, formula = _score_doc(dec.score)
+    return {"d_model": dec.d_model, "n_heads": 1, "n_encoder_layers": model.encoder.n_layers,
+            "n_decoder_layers": dec.rnn.num_layers, "rnn_cell": type(dec.rnn).__name__,
+            "decoder": "luong" if hasattr(dec, "W_c") else "bahdanau", "score_name": name, "score_formula": formula}
+
+
+def model_info(translator, max_source_tokens: int, max_text: int) -> dict:
+    data = _data_section(translator)
+    key = "synthetic" if data.get("dataset") == "synthetic" else data.get("src_lang", "")
+    tok = translator.tokenizer
+    return {"arch": translator.arch, "name": translator.model_dir.name if translator.model_dir else "",
+            **data, **_sizes(translator.model),
+            "parameters": sum(p.numel() for p in translator.model.parameters()),
+            "src_vocab_size": tok.src_vocab_size, "tgt_vocab_size": tok.tgt_vocab_size,
+            "unk_piece": tok.source_id_to_piece([tok.unk_id])[0],
+            "max_source_tokens": max_source_tokens, "max_text": max_text, "examples": EXAMPLES.get(key, [])}

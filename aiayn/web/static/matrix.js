@@ -1,0 +1,110 @@
+"use strict";
+// What one attention matrix shows: its rows (queries) and columns (keys) as pieces or words, its
+// weights (one head, or a mean), which cells are masked, and the heatmap table that draws them.
+
+function axesView(data, kind, words) {
+  // rows: decoder kinds are labelled by the decoder INPUT token (where the query comes from) and the
+  // token that step predicts; encoder rows by the source token.
+  const decoder = kind !== "encoder_self";
+  const keyTokens = kind === "decoder_self" ? data.target_input_tokens : data.source_tokens;
+  if (!words) {
+    const rows = decoder
+      ? data.target_input_tokens.map((p, i) => ({label: showPiece(p), sub: "→ " + showPiece(data.target_tokens[i])}))
+      : data.source_tokens.map(p => ({label: showPiece(p)}));
+    return {rows, cols: keyTokens.map(p => ({label: showPiece(p)})),
+            qGroups: rows.map((_, i) => [i]), kGroups: keyTokens.map((_, i) => [i]), kind, words};
+  }
+  const [qWords, qGroups] = wordGroups(decoder ? data.target_tokens : data.source_tokens);
+  const [kWords, kGroups] = wordGroups(keyTokens);
+  const rows = qWords.map(w => decoder ? {label: "", sub: "→ " + w} : {label: w});
+  return {rows, cols: kWords.map(w => ({label: w})), qGroups, kGroups, kind, words};
+}
+
+function isMasked(view, q, k) {
+  // decoder self-attention: every piece of the key word lies after every piece of the query word
+  return view.kind === "decoder_self" && Math.min(...view.kGroups[k]) > Math.max(...view.qGroups[q]);
+}
+
+function pieceMatrix(maps, layer, head) {
+  // maps [L][H][Q][K]; layer/head: a number or "mean"
+  const layers = layer === "mean" ? maps.map((_, i) => i) : [layer];
+  const heads = head === "mean" ? maps[0].map((_, i) => i) : [head];
+  const Q = maps[0][0].length, K = maps[0][0][0].length, n = layers.length * heads.length;
+  const out = Array.from({length: Q}, () => new Float64Array(K));
+  for (const l of layers) for (const h of heads) {
+    const m = maps[l][h];
+    for (let q = 0; q < Q; q++) for (let k = 0; k < K; k++) out[q][k] += m[q][k] / n;
+  }
+  return out;
+}
+
+function viewMatrix(view, pieces) {
+  // keys of a word summed, queries of a word averaged (aiayn.inspect.capture.merge_subwords)
+  return view.qGroups.map((qg, qi) => view.kGroups.map((kg, ki) => {
+    if (isMasked(view, qi, ki)) return 0;
+    let sum = 0;
+    for (const q of qg) for (const k of kg) sum += pieces[q][k];
+    return sum / qg.length;
+  }));
+}
+
+function shade(w, rowMax, scale) {
+  const a = scale === "row" ? (rowMax > 0 ? w / rowMax : 0) : w;
+  return Math.max(0, Math.min(1, a));
+}
+
+function drawMatrix(box, view, matrix, opts) {
+  const table = document.createElement("table");
+  table.className = "heat";
+  table.setAttribute("aria-label", opts.caption);
+  const head = table.createTHead().insertRow();
+  head.appendChild(document.createElement("td"));
+  view.cols.forEach((c, k) => {
+    const th = document.createElement("th");
+    th.className = "key"; th.scope = "col"; th.textContent = c.label; th.dataset.k = k;
+    head.appendChild(th);
+  });
+  const body = table.createTBody();
+  matrix.forEach((row, q) => {
+    const tr = body.insertRow();
+    tr.dataset.q = q;
+    if (q === opts.query) tr.classList.add("selected");
+    const th = document.createElement("th");
+    th.className = "query"; th.scope = "row"; th.dataset.q = q;
+    const button = document.createElement("button");
+    button.className = "q"; button.dataset.q = q; button.type = "button";
+    button.tabIndex = q === (opts.query ?? 0) ? 0 : -1;
+    const rowText = (view.rows[q].label + " " + (view.rows[q].sub || "")).trim();
+    button.setAttribute("aria-label", `${rowText}: ${t("step.title")}`);
+    button.innerHTML = `${esc(view.rows[q].label)}${view.rows[q].sub ? `<small>${esc(view.rows[q].sub)}</small>` : ""}`;
+    th.appendChild(button);
+    tr.appendChild(th);
+    const rowMax = Math.max(...row);
+    row.forEach((w, k) => {
+      const td = tr.insertCell();
+      const masked = isMasked(view, q, k);
+      td.className = masked ? "cell masked" : "cell";
+      td.dataset.value = w.toFixed(4);
+      if (masked) {
+        td.dataset.testid = "cell-masked";
+        td.title = `${rowText} → ${view.cols[k].label}: ${t("legend.masked")}`;
+      } else {
+        td.title = `${rowText} → ${view.cols[k].label}: ${w.toFixed(3)}`;
+        td.style.background = `rgba(29, 78, 216, ${shade(w, rowMax, opts.scale).toFixed(3)})`;
+        if (shade(w, rowMax, opts.scale) > 0.55) td.classList.add("dark");
+        if (opts.numbers) td.textContent = Math.round(100 * w);
+      }
+    });
+  });
+  box.replaceChildren(table);
+}
+
+function drawLegend(box, scale) {
+  const right = scale === "row" ? t("scale.row") : "1.0";
+  box.innerHTML = `<span>0</span><span class="ramp" aria-hidden="true"></span><span>${esc(right)}</span>` +
+    `<span class="swatch masked" aria-hidden="true"></span><span>${esc(t("legend.masked"))}</span>`;
+}
+
+function topKeys(view, row, q, n = 3) {
+  return row.map((w, k) => [w, k]).filter(([, k]) => !isMasked(view, q, k)).sort((a, b) => b[0] - a[0]).slice(0, n).map(([w, k]) => `${view.cols[k].label} ${w.toFixed(2)}`);
+}

@@ -1,0 +1,124 @@
+"use strict";
+// The overview: a thumbnail of every layer x head of the chosen kind, plus each layer's mean; and the
+// line view (bertviz's "head view"): lines from a query token to the keys it attends to.
+
+const HEAD_COLOURS = ["#1d4ed8", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d",
+                      "#4b5563", "#b45309", "#2563eb", "#be123c", "#0f766e", "#a21caf", "#ca8a04", "#475569"];
+
+function drawThumb(canvas, view, matrix) {
+  // a square picture whatever the shape: cells stretch (a 30 x 8 matrix would otherwise be a tall strip)
+  const Q = matrix.length, K = matrix[0].length, size = 84, w = size / K, h = size / Q;
+  canvas.width = size; canvas.height = size;
+  const ctx = canvas.getContext("2d");
+  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, size, size);
+  matrix.forEach((row, q) => row.forEach((value, k) => {
+    ctx.fillStyle = isMasked(view, q, k) ? "#d4d4d8" : `rgba(29, 78, 216, ${Math.min(1, value).toFixed(3)})`;
+    ctx.fillRect(Math.floor(k * w), Math.floor(q * h), Math.ceil(w), Math.ceil(h));
+  }));
+}
+
+function drawOverview(box, maps, view, selected, onPick) {
+  // rows = layers; columns = heads, then the layer's mean
+  const L = maps.length, H = maps[0].length;
+  const grid = document.createElement("div");
+  grid.className = "thumbs";
+  grid.style.gridTemplateColumns = `auto repeat(${H + (H > 1 ? 1 : 0)}, minmax(0, 96px))`;
+  grid.appendChild(document.createElement("span"));
+  for (let h = 0; h < H; h++) grid.appendChild(label(`${t("head")} ${h}`));
+  if (H > 1) grid.appendChild(label(t("mean")));
+  for (let l = 0; l < L; l++) {
+    grid.appendChild(label(`${t("layer")} ${l}`));
+    const heads = [...Array(H).keys()].concat(H > 1 ? ["mean"] : []);
+    for (const h of heads) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "thumb";
+      button.dataset.testid = h === "mean" ? "layer-mean-thumb" : "head-thumb";
+      button.dataset.layer = l; button.dataset.head = h;
+      button.setAttribute("aria-label", `${t("layer")} ${l}, ${t("head")} ${h === "mean" ? t("mean") : h}`);
+      if (String(selected.layer) === String(l) && String(selected.head) === String(h)) {
+        button.classList.add("current"); button.setAttribute("aria-pressed", "true");
+      }
+      const canvas = document.createElement("canvas");
+      drawThumb(canvas, view, viewMatrix(view, pieceMatrix(maps, l, h)));
+      button.appendChild(canvas);
+      button.addEventListener("click", () => onPick(l, h));
+      grid.appendChild(button);
+    }
+  }
+  box.replaceChildren(grid);
+}
+
+function label(text) { const s = document.createElement("span"); s.className = "thumb-label"; s.textContent = text; return s; }
+
+function svg(tag, attrs) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+  return el;
+}
+
+const LINE_STEP = 20;
+
+function clip(text, n = 22) { return text.length > n ? text.slice(0, n - 1) + "…" : text; }
+
+function buildLines(view, handlers) {
+  // the tokens, built once per sentence/kind/view: redrawing them would drop the keyboard focus
+  const Q = view.rows.length, K = view.cols.length, height = Math.max(Q, K) * LINE_STEP + 10;
+  const root = svg("svg", {viewBox: `0 0 480 ${height}`, width: "100%", role: "group", "aria-label": t("lines.title")});
+  root.style.maxWidth = "600px";
+  root.appendChild(svg("g", {class: "lines"}));
+  view.rows.forEach((r, q) => {
+    const text = svg("text", {x: 190, y: 15 + q * LINE_STEP, "text-anchor": "end", class: "lq", tabindex: -1,
+                              role: "button", "data-q": q});
+    text.textContent = clip(r.label ? `${r.label} ${r.sub || ""}`.trim() : r.sub);
+    text.setAttribute("aria-label", text.textContent);
+    text.addEventListener("mouseenter", () => handlers.preview(q));
+    text.addEventListener("focus", () => handlers.preview(q));
+    text.addEventListener("click", () => handlers.select(q));
+    text.addEventListener("keydown", e => {
+      const next = {ArrowDown: q + 1, ArrowUp: q - 1}[e.key];
+      if (e.key === "Enter" || e.key === " ") { e.preventDefault(); handlers.select(q); }
+      if (next !== undefined && next >= 0 && next < Q) {
+        e.preventDefault(); root.querySelector(`text.lq[data-q="${next}"]`).focus();
+      }
+    });
+    root.appendChild(text);
+  });
+  view.cols.forEach((c, k) => {
+    const text = svg("text", {x: 290, y: 15 + k * LINE_STEP, class: "lk", "data-k": k});
+    text.textContent = clip(c.label);
+    root.appendChild(text);
+  });
+  return root;
+}
+
+function drawLines(box, view, layers, query, scale, handlers, signature) {
+  // layers: [{matrix, colour}] drawn over each other; query: the row whose lines are drawn (null: every
+  // row, faintly). Only the lines and the highlights change when the query does.
+  if (box.dataset.signature !== signature || !box.firstChild) {
+    box.replaceChildren(buildLines(view, handlers));
+    box.dataset.signature = signature;
+  }
+  const root = box.firstChild, group = root.querySelector("g.lines"), Q = view.rows.length;
+  group.replaceChildren();
+  for (const {matrix, colour} of layers) {
+    for (const q of query === null ? [...Array(Q).keys()] : [query]) {
+      const rowMax = Math.max(...matrix[q]);
+      matrix[q].forEach((w, k) => {
+        const a = shade(w, rowMax, scale) * (query === null ? 0.35 : 1);
+        if (a < 0.02 || isMasked(view, q, k)) return;
+        group.appendChild(svg("line", {x1: 195, y1: 11 + q * LINE_STEP, x2: 285, y2: 11 + k * LINE_STEP, stroke: colour,
+                                       "stroke-width": (0.5 + 3.5 * a).toFixed(2), "stroke-opacity": a.toFixed(3)}));
+      });
+    }
+  }
+  const focusable = root.querySelector("text.lq:focus") ? null : (query ?? 0);
+  root.querySelectorAll("text.lq").forEach(text => {
+    const q = Number(text.dataset.q);
+    text.classList.toggle("on", q === query);
+    if (focusable !== null) text.setAttribute("tabindex", q === focusable ? 0 : -1);
+  });
+  root.querySelectorAll("text.lk").forEach(text => {
+    text.classList.toggle("masked", query !== null && isMasked(view, query, Number(text.dataset.k)));
+  });
+}
