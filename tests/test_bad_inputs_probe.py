@@ -166,3 +166,11 @@ def test_png_of_a_long_sentence_stays_bounded(transformer_dir, tmp_path, capsys)
     assert code == 0, output
     with Image.open(tmp_path / "a.png") as image:
         assert image.width * image.height <= MAX_PIXELS * 1.05  # tight_layout may round up
+
+
+def test_empty_tokenizer_file_is_named(transformer_dir, tmp_path, capsys):
+    model = tmp_path / "model"
+    shutil.copytree(transformer_dir, model)
+    (model / "tokenizer.model").write_bytes(b"")
+    code, output = run_cli(["translate", "--model", model, "--input", "/dev/null"], capsys)
+    assert_user_error(code, output, "tokenizer.model: empty file")

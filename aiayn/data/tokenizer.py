@@ -52,8 +52,12 @@ class Tokenizer:
     @classmethod
     def load(cls, path: str | Path) -> "Tokenizer":
         """From a tokenizer.model file (write one with aiayn.checkpoint.write_bytes_atomic(path, tok.proto))."""
+        data = Path(path).read_bytes()
+        if not data:  # sentencepiece would load it as a model of 0 pieces (and log an internal error)
+            raise AiaynError(f"{path}: empty file (0 bytes); it was not written completely: copy it again from "
+                             f"where the model came from")
         try:
-            return cls(Path(path).read_bytes())
+            return cls(data)
         except RuntimeError as err:  # sentencepiece's error for bytes that are not a model
             raise AiaynError(f"{path}: not a SentencePiece model ({str(err).strip()[:120]}); the file is "
                              f"damaged or from another program") from None
