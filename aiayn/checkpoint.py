@@ -341,11 +341,12 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return Path(run_dir) / "checkpoints" / name
 
 
-def resolve_model_dir(path: str | Path) -> Path:
-    """A checkpoint directory, or a training output directory (average, else best, else latest)."""
+def resolve_model_dir(path: str | Path, option: str = "--model") -> Path:
+    """A checkpoint directory, or a training output directory (average, else best, else latest).
+    `option` is the command-line option that gave the path, named in errors."""
     path = Path(path)
     if not path.exists():
-        raise CheckpointError(f"{path}: no such directory; pass --model DIR (a checkpoint or training output)")
+        raise CheckpointError(f"{path}: no such directory; pass {option} DIR (a checkpoint or training output)")
     if (path / "model.safetensors").exists():
         return path
     for name in ("average", "best"):
@@ -357,7 +358,7 @@ def resolve_model_dir(path: str | Path) -> Path:
     if latest is not None:
         return latest
     raise CheckpointError(f"{path}: neither a checkpoint directory (model.safetensors, config.yaml, "
-                          f"tokenizer.model) nor a training output directory; pass --model DIR")
+                          f"tokenizer.model) nor a training output directory; pass {option} DIR")
 
 
 def average_checkpoints(paths: list[Path], out: Path, force: bool = False) -> Path:

@@ -21,6 +21,10 @@ def _train_args(sub):
                    "experiment there is resumed")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     p.add_argument("--data-dir", help="local Multi30k directory (default: $AIAYN_MULTI30K_DIR, else download)")
+    p.add_argument("--init-from", metavar="DIR", help="fine-tune: start from the weights, model config and "
+                   "vocabulary of this model directory (an aiayn checkpoint or training output, or an import-hf "
+                   "import), with a fresh optimizer, schedule and step count; the config's model section is "
+                   "not used (default: none, a new model as the config says)")
 
 
 def _demo_args(sub):
@@ -68,14 +72,16 @@ def _existing(out: Path, names) -> str:
 
 def cmd_train(args) -> int:
     from aiayn.config import load_config
-    from aiayn.device import fix_mmap_threshold
+    from aiayn.device import fix_mmap_threshold, limit_primitive_cache
     from aiayn.training.run import prepare_run
 
-    fix_mmap_threshold()
+    fix_mmap_threshold()  # both: memory that grew with every step (BENCHMARKS.md, training memory)
+    limit_primitive_cache()
     cfg = load_config(args.config or DEMO_CONFIG, args.overrides)
     if args.data_dir:  # a path, taken as it is (through --set it would be parsed as YAML)
         cfg.data.data_dir = args.data_dir
-    trainer = prepare_run(cfg, args.out, bleu_factory, args.device)
+    trainer = prepare_run(cfg, args.out, bleu_factory, args.device, init_from=args.init_from,
+                          overrides=args.overrides)
     main_process = trainer.dist.is_main
     if main_process and trainer.resumed_from is not None:
         print(f"resuming from {trainer.resumed_from} (step {trainer.progress.step})")

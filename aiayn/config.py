@@ -8,6 +8,7 @@ in every checkpoint.
 
 import dataclasses
 import difflib
+import logging
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ import yaml
 from aiayn.data import multi30k
 from aiayn.errors import AiaynError
 from aiayn.model.build import FieldError, ModelConfig, above, at_least, between, check_fields, fraction
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(AiaynError):
@@ -49,7 +52,12 @@ class TrainConfig:
     max_steps: int = 100000
     max_epochs: int = 1000
     max_minutes: float = 0.0  # stop (and finish normally) after this much wall time; 0 = no limit
+    # noam (§5.3): the paper's, peak lr_factor * (d_model * warmup_steps)^-0.5; for fine-tuning a pretrained
+    # model: inverse_sqrt (linear warmup to train.lr, then lr * sqrt(warmup_steps / step), as fairseq) or
+    # constant (linear warmup to train.lr, then lr)
+    schedule: str = "noam"
     lr_factor: float = 1.0  # multiplies the Noam schedule
+    lr: float = 0.0  # peak learning rate of inverse_sqrt and constant (required there; unused by noam)
     warmup_steps: int = 4000  # §5.3
     adam_betas: tuple = (0.9, 0.98)  # §5.3
     adam_eps: float = 1e-9  # §5.3
@@ -85,6 +93,8 @@ class ExperimentConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
+SCHEDULES = ("noam", "inverse_sqrt", "constant")  # train.schedule: implemented in aiayn/training/schedule.py
+
 
 # Rules per section (field -> what is wrong, or None); model rules live with ModelConfig in model/build.py.
 # Every float field must also be finite. Seeds: torch and numpy take any 32-bit unsigned seed.
@@ -104,6 +114,7 @@ DATA_RULES = {
 TRAIN_RULES = {
     "seed": between(0, 2**32 - 1), "max_tokens": at_least(1), "accumulate": at_least(1), "max_steps": at_least(1),
     "max_epochs": at_least(1), "max_minutes": at_least(0), "lr_factor": above(0), "warmup_steps": at_least(1),
+    "schedule": lambda v: None if v in SCHEDULES else f"must be one of {', '.join(SCHEDULES)}", "lr": at_least(0),
     "adam_betas": _betas, "adam_eps": above(0), "label_smoothing": fraction, "clip_norm": at_least(0),
     "eval_every": at_least(1), "bleu_every": at_least(0), "bleu_sentences": at_least(1), "save_every": at_least(1),
     "keep_last": at_least(1), "average_last": at_least(0), "patience": at_least(0), "ema_decay": fraction,
@@ -282,6 +293,18 @@ def _check_data(cfg: ExperimentConfig) -> None:
                              f"{data.src_lang!r}; choose two languages")
 
 
+def _check_schedule(train: TrainConfig) -> None:
+    """train.lr is the peak of inverse_sqrt and constant; Noam's peak comes from d_model and lr_factor."""
+    fields = ("train.lr", "train.schedule")
+    if train.schedule != "noam" and train.lr <= 0:
+        raise FieldError(fields, f"train.schedule={train.schedule} needs train.lr, its peak learning rate (> 0; "
+                         f"train.lr={train.lr!r}); set e.g. train.lr=5e-5 for fine-tuning a pretrained model")
+    if train.schedule == "noam" and train.lr != 0:
+        raise FieldError(fields, f"train.lr={train.lr!r} is not used by train.schedule=noam (its peak is "
+                         f"lr_factor * (d_model * warmup_steps)^-0.5); set train.schedule=inverse_sqrt or "
+                         f"constant to use train.lr, or scale Noam with train.lr_factor")
+
+
 def _check_lengths(cfg: ExperimentConfig) -> None:
     """Training pairs of up to data.max_len tokens get <s> or </s> added: the model needs data.max_len + 1
     positions (a Transformer's position table, a location score's output size), else training crashes."""
@@ -303,11 +326,45 @@ def validate(cfg: ExperimentConfig, origins: dict | None = None, training: bool 
             check_fields(cfg.data, "data", DATA_RULES)
             check_fields(cfg.train, "train", TRAIN_RULES)
             _check_data(cfg)
+            _check_schedule(cfg.train)
             _check_lengths(cfg)
     except FieldError as err:
         where = next((origins[f] for f in err.fields if f in (origins or {})), None)
         raise ConfigError(f"{where}: {err}" if where else str(err)) from None
     return cfg
+
+
+# Model fields that only regularize training (they change neither the weights' shapes nor their meaning):
+# a fine-tuning run may set them with --set although the model section comes from --init-from.
+TRAINING_ONLY_MODEL_FIELDS = ("dropout", "attention_dropout")
+
+
+def inherit_model(cfg: ExperimentConfig, model: ModelConfig, overrides: list[str], source: str) -> ExperimentConfig:
+    """`aiayn train --init-from DIR`: the model section is DIR's (`model`); the config file's own is replaced.
+    A --set model.FIELD that differs from DIR's value is an error naming the field (model.dropout and
+    model.attention_dropout may change). Then the whole config is validated again."""
+    kept = {}
+    for item in overrides:
+        keys, _ = _parse_override(item)
+        if keys[0] != "model":
+            continue
+        name = ".".join(keys[1:])
+        if name in TRAINING_ONLY_MODEL_FIELDS:
+            kept[name] = getattr(cfg.model, name)
+        elif name in ("", "preset") or getattr(cfg.model, name) != getattr(model, name):
+            has = "" if name in ("", "preset") else f", which has model.{name}={getattr(model, name)!r}"
+            raise ConfigError(f"--set {item!r}: the model comes from --init-from {source}{has}; drop this --set "
+                              f"(only model.dropout and model.attention_dropout may change when fine-tuning)")
+    differing = [f.name for f in dataclasses.fields(model) if getattr(cfg.model, f.name) != getattr(model, f.name)
+                 and f.name not in kept]
+    if differing:
+        log.info("the model section comes from %s; the config's own is not used (it differs in %s)", source,
+                 ", ".join(differing))
+    cfg.model = dataclasses.replace(model, **kept)
+    try:
+        return validate(cfg)
+    except ConfigError as err:
+        raise ConfigError(f"with the model of --init-from {source}: {err}") from None
 
 
 def to_dict(cfg) -> dict:

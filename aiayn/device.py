@@ -1,5 +1,7 @@
 """`--device` as the user wrote it -> a torch.device that exists on this machine, or a clear error."""
 
+import os
+
 import torch
 
 from aiayn.errors import AiaynError
@@ -45,3 +47,11 @@ def fix_mmap_threshold(threshold: int = 128 * 1024) -> bool:
         return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold))
     except (OSError, AttributeError):
         return False
+
+
+def limit_primitive_cache(capacity: int = 0) -> None:
+    """oneDNN (torch's CPU matmul and convolution library) caches a compiled primitive per tensor shape,
+    1024 of them by default. Token-budget batches bring new shapes at every step, so the cache only
+    grows (220 MB more RSS after 40 Multi30k steps) and is seldom hit. Read by oneDNN when it first builds a
+    primitive, so this must run before the first matmul; a value the user set in the environment wins."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(capacity))

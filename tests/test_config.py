@@ -39,6 +39,20 @@ def test_overrides_and_floats():
     assert cfg.train.lr_factor == 2.0 and isinstance(cfg.train.lr_factor, float) and cfg.model.n_heads == 2
 
 
+@pytest.mark.parametrize("overrides, message", [
+    (["train.schedule=inverse_sqrt"], "train.schedule=inverse_sqrt needs train.lr"),
+    (["train.schedule=constant", "train.lr=0"], "train.schedule=constant needs train.lr"),
+    (["train.lr=1e-4"], "train.lr=0.0001 is not used by train.schedule=noam"),
+    (["train.schedule=cosine", "train.lr=1e-4"], "train.schedule='cosine' must be one of noam, inverse_sqrt"),
+    (["train.schedule=inverse_sqrt", "train.lr=-1e-4"], "train.lr=-0.0001 must be >= 0"),
+])
+def test_schedule_and_lr_must_agree(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, overrides)
+    cfg = load_config(None, ["train.schedule=inverse_sqrt", "train.lr=5e-5"])
+    assert cfg.train.schedule == "inverse_sqrt" and cfg.train.lr == 5e-5
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_every_shipped_config_loads_and_builds(path):
     cfg = load_config(path, ["model.src_vocab_size=64", "model.tgt_vocab_size=64"])

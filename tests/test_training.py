@@ -14,7 +14,7 @@ from aiayn.checkpoint import average_checkpoints, load_checkpoint
 from aiayn.data.batching import Example, collate
 from aiayn.model import ModelConfig, build_model
 from aiayn.training.loss import label_smoothed_loss
-from aiayn.training.schedule import noam_rate
+from aiayn.training.schedule import lr_scheduler, noam_rate
 
 TINY = ["data.synthetic_train=600", "data.synthetic_valid=20", "data.vocab_size=64", "model.d_model=64",
         "model.d_ff=128", "train.max_tokens=1024", "train.warmup_steps=10", "train.log_every=1",
@@ -79,6 +79,33 @@ def test_noam_schedule_matches_formula():
     assert noam_rate(10000, 512, 4000) == pytest.approx(512**-0.5 * 10000**-0.5)
     peak = noam_rate(4000, 512, 4000)
     assert peak > noam_rate(3999, 512, 4000) and peak > noam_rate(4001, 512, 4000)
+
+
+def _scheduled_lrs(schedule: str, steps: int, **settings) -> dict:
+    """update n (1-based) -> the lr the optimizer used for it, through the LambdaLR the trainer builds."""
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([param], lr=1.0)
+    scheduler = lr_scheduler(optimizer, schedule, **settings)
+    lrs = {}
+    for n in range(1, steps + 1):
+        lrs[n] = optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        scheduler.step()
+    return lrs
+
+
+def test_schedules_match_their_formulas():
+    """noam: §5.3; inverse_sqrt: linear warmup to lr at warmup_steps, then lr * sqrt(warmup / n) (fairseq);
+    constant: linear warmup to lr, then lr. Worked by hand for lr 1e-3, warmup 4."""
+    noam = _scheduled_lrs("noam", 100, d_model=512, warmup_steps=4, factor=2.0)
+    for n in (1, 3, 4, 5, 100):
+        assert noam[n] == pytest.approx(2.0 * 512**-0.5 * min(n**-0.5, n * 4**-1.5))
+    inverse_sqrt = _scheduled_lrs("inverse_sqrt", 100, d_model=512, warmup_steps=4, peak_lr=1e-3)
+    expected = {1: 2.5e-4, 2: 5e-4, 3: 7.5e-4, 4: 1e-3, 16: 5e-4, 25: 4e-4, 100: 2e-4}
+    assert {n: inverse_sqrt[n] for n in expected} == pytest.approx(expected)
+    constant = _scheduled_lrs("constant", 100, d_model=512, warmup_steps=4, peak_lr=1e-3)
+    expected = {1: 2.5e-4, 2: 5e-4, 4: 1e-3, 5: 1e-3, 100: 1e-3}
+    assert {n: constant[n] for n in expected} == pytest.approx(expected)
 
 
 def test_one_batch_overfits():

@@ -1,21 +1,27 @@
 """Set up a training run from a config: data, tokenizer, model, trainer; resume when the output
-directory already holds a run of the same experiment (same config, tokenizer and data), and refuse,
-showing the difference, when it holds anything else."""
+directory already holds a run of the same experiment (same config, tokenizer, data and --init-from), and
+refuse, showing the difference, when it holds anything else.
+
+With init_from (`aiayn train --init-from DIR`, fine-tuning) the model section, the vocabulary and the
+starting weights are DIR's (any aiayn model directory: a checkpoint, a training output, an import-hf
+import); optimizer, schedule and step counter start fresh. DIR is read at every start, resumes included,
+but its weights only seed a new run: a resumed one continues from its own checkpoint."""
 
 import hashlib
 import json
 import logging
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from aiayn.checkpoint import write_bytes_atomic, write_text_atomic
-from aiayn.config import config_yaml, parse_yaml, to_dict
+from aiayn.checkpoint import load_checkpoint, resolve_model_dir, write_bytes_atomic, write_text_atomic
+from aiayn.config import ExperimentConfig, config_yaml, inherit_model, parse_yaml, to_dict
 from aiayn.data.datasets import iter_pairs, load_pairs, to_examples
 from aiayn.data.encoded import EncodedCorpus, encoded_corpus
-from aiayn.data.tokenizer import Tokenizer
+from aiayn.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_dir
 from aiayn.device import resolve_device
 from aiayn.errors import AiaynError
 from aiayn.model import build_model, count_parameters
@@ -68,18 +74,39 @@ def data_fingerprint(train_pairs, valid_pairs) -> str:
     return digest.hexdigest()
 
 
+def _read_marker(out: Path) -> dict:
+    """run.json ({} when there is none, as in runs of older versions)."""
+    marker = out / RUN_MARKER
+    if not marker.exists():
+        return {}
+    try:
+        values = json.loads(marker.read_text(encoding="utf-8"))
+    except ValueError:  # JSON or UTF-8 errors
+        values = None
+    if not isinstance(values, dict):
+        raise RunMismatchError(f"{marker}: damaged (not the JSON object aiayn writes); restore or delete "
+                               f"it to resume")
+    return values
+
+
+def check_origin(out: Path, init_from: str | None) -> None:
+    """A run that has trained continues as it started: from the same --init-from, or without one."""
+    if not (out / "config.yaml").exists():
+        return
+    saved = _read_marker(out).get("init_from")
+    if saved != init_from:
+        was = f"with --init-from {saved}" if saved else "without --init-from"
+        now = f"with --init-from {init_from}" if init_from else "without --init-from"
+        raise RunMismatchError(f"{out} holds a run started {was}; this command is {now}. Resume it as it was "
+                               f"started (the same command), or use a new --out")
+
+
 def check_same_run(out: Path, cfg, fingerprint: str) -> None:
     """Stop before anything is written when the saved run differs from this command's."""
-    marker = out / RUN_MARKER
-    if marker.exists():
-        try:
-            saved = json.loads(marker.read_text(encoding="utf-8")).get("data_sha256")
-        except (ValueError, AttributeError):  # JSON or UTF-8 errors, or not an object
-            raise RunMismatchError(f"{marker}: damaged (not the JSON object aiayn writes); restore or delete "
-                                   f"it to resume") from None
-        if saved and saved != fingerprint:
-            raise RunMismatchError(f"{out} was trained on other data (fingerprint {saved[:12]} in {marker}, "
-                                   f"{fingerprint[:12]} now); use a new --out, or the run's own data")
+    saved = _read_marker(out).get("data_sha256")
+    if saved and saved != fingerprint:
+        raise RunMismatchError(f"{out} was trained on other data (fingerprint {saved[:12]} in {out / RUN_MARKER}, "
+                               f"{fingerprint[:12]} now); use a new --out, or the run's own data")
     if not (out / "config.yaml").exists():
         return
     try:
@@ -87,6 +114,8 @@ def check_same_run(out: Path, cfg, fingerprint: str) -> None:
     except (UnicodeDecodeError, AttributeError):
         raise RunMismatchError(f"{out / 'config.yaml'}: damaged (not the config mapping aiayn writes)") from None
     now = _flatten(to_dict(cfg))
+    # a field added after the run started (e.g. train.schedule) has the value that keeps the old behaviour
+    saved = {**{k: v for k, v in _flatten(to_dict(ExperimentConfig())).items() if k not in saved}, **saved}
     diff = [f"{k}: {saved.get(k)!r} in the run, {now.get(k)!r} now" for k in sorted(set(saved) | set(now))
             if k not in RESUMABLE and saved.get(k) != now.get(k)]
     if diff:
@@ -110,16 +139,59 @@ def lock_run(out: Path):
     return handle
 
 
-def _tokenizer(cfg, out: Path, train_pairs, dist: D.DistInfo) -> Tokenizer:
-    path = out / "tokenizer.model"
+def _write_tokenizer(out: Path, files: dict[str, bytes]) -> None:
+    """The run's tokenizer files, each written atomically; those of another tokenizer (left by a failed
+    start) are removed first, as load_dir would prefer a stale tokenizer.model."""
+    for name in TOKENIZER_FILES:
+        if name not in files:
+            (out / name).unlink(missing_ok=True)
+    for name, data in files.items():
+        write_bytes_atomic(out / name, data)
+
+
+def _tokenizer(cfg, out: Path, train_pairs, dist: D.DistInfo, files: dict[str, bytes] | None = None):
+    """The run's tokenizer: `files` (--init-from's vocabulary: name -> bytes) copied into the run, else a
+    joint SentencePiece model trained on the training pairs. Written by the main process only."""
+    has_tokenizer = (out / "tokenizer.model").is_file() or (out / "vocab.json").is_file()  # what load_dir reads
     # Until config.yaml is written no step has been trained: a tokenizer left by a start that failed
-    # (or was stopped) may be of other settings, so it is trained again.
-    if dist.is_main and (not path.exists() or not (out / "config.yaml").exists()):
-        sample = sample_pairs(train_pairs, TOKENIZER_SAMPLE_PAIRS, cfg.train.seed)
-        sentences = [s for pair in sample for s in pair]
-        write_bytes_atomic(path, Tokenizer.train(sentences, cfg.data.vocab_size, seed=cfg.train.seed).proto)
+    # (or was stopped) may be of other settings, so it is made again.
+    if dist.is_main and (not has_tokenizer or not (out / "config.yaml").exists()):
+        if files is None:
+            sample = sample_pairs(train_pairs, TOKENIZER_SAMPLE_PAIRS, cfg.train.seed)
+            sentences = [s for pair in sample for s in pair]
+            files = Tokenizer.train(sentences, cfg.data.vocab_size, seed=cfg.train.seed).files()
+        _write_tokenizer(out, files)
     D.barrier(dist)
-    return Tokenizer.load(path)
+    return load_dir(out)
+
+
+@dataclass
+class InitModel:
+    """What --init-from DIR gives a run: where it came from, the model's config, weights and tokenizer."""
+
+    source: str  # DIR as an absolute path (recorded in run.json; a resume must name the same)
+    model_dir: Path  # the checkpoint directory DIR resolved to
+    cfg: ExperimentConfig
+    weights: dict
+    tokenizer: object
+
+
+def load_init(init_from: str | Path, out: Path) -> InitModel:
+    """Read --init-from DIR (before anything is written)."""
+    model_dir = resolve_model_dir(init_from, "--init-from")
+    inside = out.resolve() == model_dir.resolve() or out.resolve() in model_dir.resolve().parents
+    if inside:
+        raise RunMismatchError(f"--init-from {init_from} lies inside --out {out}; a run cannot start from "
+                               f"itself: choose another --out")
+    model, cfg, tokenizer = load_checkpoint(model_dir)
+    log.info("fine-tuning from %s", model_dir)
+    return InitModel(str(Path(init_from).resolve()), model_dir, cfg, model.state_dict(), tokenizer)
+
+
+def _check_init_tokenizer(out: Path, tokenizer, init: InitModel) -> None:
+    if tokenizer.proto != init.tokenizer.proto:
+        raise RunMismatchError(f"{out}'s tokenizer files differ from those of --init-from {init.model_dir}: the "
+                               f"run started from another model there; use a new --out")
 
 
 def sample_pairs(pairs, size: int, seed: int) -> list:
@@ -143,8 +215,9 @@ def _check_lengths(corpus, limit: int, what: str) -> None:
                          f"model.max_len={limit} positions; shorten or remove it, or raise model.max_len")
 
 
-def _write_marker(out: Path, fingerprint: str) -> None:
-    write_text_atomic(out / RUN_MARKER, json.dumps({"output": "run", "data_sha256": fingerprint}) + "\n")
+def _write_marker(out: Path, fingerprint: str, init: InitModel | None) -> None:
+    origin = {"init_from": init.source, "init_from_model": str(init.model_dir)} if init else {}
+    write_text_atomic(out / RUN_MARKER, json.dumps({"output": "run", "data_sha256": fingerprint, **origin}) + "\n")
 
 
 def _valid_source(data) -> str:
@@ -153,12 +226,39 @@ def _valid_source(data) -> str:
     return f"{data.dataset} {data.valid_split}" if data.dataset == "multi30k" else data.dataset
 
 
-def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu") -> Trainer:
-    """bleu_factory(tokenizer, valid_pairs, cfg) -> (model -> dev BLEU), supplied by the caller."""
+def _run_tokenizer(cfg, out: Path, dist: D.DistInfo, init: InitModel | None):
+    """The run's tokenizer (trained, or --init-from's), and the model's vocabulary sizes and pad id from it."""
+    tokenizer = _tokenizer(cfg, out, iter_pairs(cfg.data, "train"), dist, init.tokenizer.files() if init else None)
+    if init is not None:
+        _check_init_tokenizer(out, tokenizer, init)
+    cfg.model.src_vocab_size, cfg.model.tgt_vocab_size = tokenizer.src_vocab_size, tokenizer.tgt_vocab_size
+    cfg.model.pad_id = tokenizer.pad_id
+    return tokenizer
+
+
+def _new_model(cfg, init: InitModel | None):
+    """The model a new run starts from (a resumed one then loads its checkpoint over it): built from the
+    config, with --init-from's weights when given. The seed is set first either way, so the RNG state that
+    training starts from is the same in a run and in its resumed continuation."""
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(cfg.model)
+    if init is not None:
+        model.load_state_dict(init.weights)
+    return model
+
+
+def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", init_from: str | Path | None = None,
+                overrides: list[str] = ()) -> Trainer:
+    """bleu_factory(tokenizer, valid_pairs, cfg) -> (model -> dev BLEU), supplied by the caller.
+    init_from: a model directory to fine-tune (see the module's docstring); overrides: the --set items that
+    made cfg, so that one which conflicts with init_from's model is an error naming the field."""
     out = Path(out)
     dev = resolve_device(device)
     dist = D.init_distributed(dev)
     check_output(out)
+    init = load_init(init_from, out) if init_from is not None else None
+    if init is not None:
+        inherit_model(cfg, init.cfg.model, list(overrides), str(init_from))
     D.barrier(dist)  # every process has checked before any of them writes
     if dev.type == "cuda":
         dev = torch.device("cuda", dist.local_rank)
@@ -168,11 +268,10 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu") ->
     fingerprint = data_fingerprint(iter_pairs(cfg.data, "train"), valid_pairs)  # streamed, as below
     out.mkdir(parents=True, exist_ok=True)
     lock = lock_run(out) if dist.is_main else None
+    check_origin(out, init.source if init else None)
     if dist.is_main and not (out / "config.yaml").exists():  # claim the directory before the first file
-        _write_marker(out, fingerprint)
-    tokenizer = _tokenizer(cfg, out, iter_pairs(cfg.data, "train"), dist)
-    cfg.model.src_vocab_size = cfg.model.tgt_vocab_size = tokenizer.vocab_size
-    cfg.model.pad_id = tokenizer.pad_id
+        _write_marker(out, fingerprint, init)
+    tokenizer = _run_tokenizer(cfg, out, dist, init)
     check_same_run(out, cfg, fingerprint)
     train = encoded_corpus(lambda: iter_pairs(cfg.data, "train"), tokenizer, cfg.data.max_len, fingerprint,
                            out / "encoded", dist.is_main, lambda: D.barrier(dist))
@@ -182,11 +281,10 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu") ->
     valid = EncodedCorpus.from_examples(to_examples(valid_pairs, tokenizer, None, "validation data"))
     if cfg.model.arch == "transformer":
         _check_lengths(valid, cfg.model.max_len, f"validation data ({_valid_source(cfg.data)})")
-    torch.manual_seed(cfg.train.seed)
-    model = build_model(cfg.model)
+    model = _new_model(cfg, init)
     if dist.is_main:
         write_text_atomic(out / "config.yaml", config_yaml(cfg))
-        _write_marker(out, fingerprint)
+        _write_marker(out, fingerprint, init)
         log.info("%s model, %s parameters; %d training pairs", cfg.model.arch, f"{count_parameters(model):,}",
                  len(train))
     bleu_fn = bleu_factory(tokenizer, valid_pairs, cfg) if bleu_factory else None

@@ -1,6 +1,15 @@
-"""The learning-rate schedule of §5.3 (Noam)."""
+"""Learning-rate schedules: Noam (§5.3, the paper's) and the two that fine-tuning a pretrained model needs
+(inverse square root, as fairseq, and constant), each with a linear warmup.
+
+The optimizer's base lr is 1.0 and LambdaLR multiplies it by the rate of the update being made: update n
+(n = 1, 2, ...) gets rate(n). (Runs saved before the schedule choice existed resume unchanged: their
+scheduler state is the same LambdaLR over the same Noam rate.)"""
+
+import math
 
 from torch.optim.lr_scheduler import LambdaLR
+
+from aiayn.config import SCHEDULES
 
 
 def noam_rate(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
@@ -9,6 +18,33 @@ def noam_rate(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
-def noam_scheduler(optimizer, d_model: int, warmup_steps: int, factor: float = 1.0) -> LambdaLR:
-    """The optimizer's base lr must be 1.0; LambdaLR multiplies it by noam_rate(step + 1)."""
-    return LambdaLR(optimizer, lambda step: noam_rate(step + 1, d_model, warmup_steps, factor))
+def inverse_sqrt_rate(step: int, peak_lr: float, warmup_steps: int) -> float:
+    """fairseq's inverse_sqrt: linear warmup from 0 to peak_lr at warmup_steps, then peak_lr *
+    sqrt(warmup_steps / step) (updates counted from 1, so the first update is not made at rate 0)."""
+    step = max(step, 1)
+    if step < warmup_steps:
+        return peak_lr * step / warmup_steps
+    return peak_lr * math.sqrt(warmup_steps / step)
+
+
+def constant_rate(step: int, peak_lr: float, warmup_steps: int) -> float:
+    """Linear warmup from 0 to peak_lr at warmup_steps, then peak_lr."""
+    return peak_lr * min(max(step, 1) / warmup_steps, 1.0)
+
+
+def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, factor: float = 1.0,
+                 peak_lr: float = 0.0) -> LambdaLR:
+    """The optimizer's base lr must be 1.0. noam uses d_model, warmup_steps and factor; inverse_sqrt and
+    constant use peak_lr and warmup_steps."""
+    if schedule == "noam":
+        def rate(step):
+            return noam_rate(step, d_model, warmup_steps, factor)
+    elif schedule == "inverse_sqrt":
+        def rate(step):
+            return inverse_sqrt_rate(step, peak_lr, warmup_steps)
+    elif schedule == "constant":
+        def rate(step):
+            return constant_rate(step, peak_lr, warmup_steps)
+    else:
+        raise ValueError(f"unknown schedule {schedule!r}; choose one of {SCHEDULES}")
+    return LambdaLR(optimizer, lambda step: rate(step + 1))  # LambdaLR counts from 0

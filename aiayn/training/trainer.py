@@ -1,6 +1,7 @@
-"""The training loop of §5: Adam + Noam schedule, label smoothing, token-budget batches, gradient
-accumulation, optional clipping, bf16 autocast, validation, dev BLEU (a callback), best checkpoint,
-early stopping, EMA, averaging of the last checkpoints, exact resume, data parallelism."""
+"""The training loop of §5: Adam + Noam schedule (or inverse_sqrt / constant, for fine-tuning), label
+smoothing, token-budget batches, gradient accumulation, optional clipping, bf16 autocast, validation, dev
+BLEU (a callback), best checkpoint, early stopping, EMA, averaging of the last checkpoints, exact resume,
+data parallelism."""
 
 import contextlib
 import json
@@ -27,11 +28,12 @@ from aiayn.checkpoint import (
     write_text_atomic,
 )
 from aiayn.data.batching import collate, make_batches
+from aiayn.data.tokenizer import TOKENIZER_FILES
 from aiayn.errors import OutputError
 from aiayn.training import distributed as D
 from aiayn.training.loss import label_smoothed_loss
 from aiayn.training.progress_bar import TrainingBar
-from aiayn.training.schedule import noam_scheduler
+from aiayn.training.schedule import lr_scheduler
 from aiayn.training.state import Progress, rng_states, set_rng_states, trim_metrics
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,8 @@ class Trainer:
         # fused Adam: one kernel for all parameters (about 3x faster than the per-tensor loop on this CPU)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=tuple(self.tc.adam_betas),
                                           eps=self.tc.adam_eps, fused=True)  # §5.3
-        self.scheduler = noam_scheduler(self.optimizer, cfg.model.d_model, self.tc.warmup_steps, self.tc.lr_factor)
+        self.scheduler = lr_scheduler(self.optimizer, self.tc.schedule, d_model=cfg.model.d_model,
+                                      warmup_steps=self.tc.warmup_steps, factor=self.tc.lr_factor, peak_lr=self.tc.lr)
         self.progress = Progress()
         self.ema = None
         if self.tc.ema_decay > 0:
@@ -107,9 +110,7 @@ class Trainer:
         step = state["progress"].get("step")
         if step != int(checkpoint.name[5:]):
             raise CheckpointError(f"{checkpoint}: trainer_state.pt is for step {step}, not this checkpoint's")
-        tokenizer_file = checkpoint / "tokenizer.model"
-        if tokenizer_file.exists() and tokenizer_file.read_bytes() != self.tokenizer.proto:
-            raise CheckpointError(f"{checkpoint}: its tokenizer.model differs from {self.out}/tokenizer.model")
+        self._check_tokenizer_files(checkpoint)
         self.model.load_state_dict(weights, strict=False)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -122,6 +123,16 @@ class Trainer:
             trim_metrics(self.out / "metrics.jsonl", self.progress)
         self.resumed_from = checkpoint
         log.info("resumed from %s at step %d", checkpoint, self.progress.step)
+
+    def _check_tokenizer_files(self, checkpoint: Path) -> None:
+        """Each tokenizer file the checkpoint holds (tokenizer.model, or source.spm, vocab.json, ...) must
+        be the run's own."""
+        ours = self.tokenizer.files()
+        for name in TOKENIZER_FILES:
+            file = checkpoint / name
+            if file.exists() and file.read_bytes() != ours.get(name):
+                raise CheckpointError(f"{checkpoint}: its {name} differs from the run's tokenizer "
+                                      f"({self.out}/{self.tokenizer.name})")
 
     def resume_run(self) -> None:
         """Continue from the newest complete checkpoint of the output directory (the one `latest` names;
