@@ -7,7 +7,6 @@ starting weights are DIR's (any aiayn model directory: a checkpoint, a training 
 import); optimizer, schedule and step counter start fresh. DIR is read at every start, resumes included,
 but its weights only seed a new run: a resumed one continues from its own checkpoint."""
 
-import hashlib
 import json
 import logging
 import random
@@ -21,6 +20,7 @@ from aiayn.checkpoint import load_checkpoint, resolve_model_dir, write_bytes_ato
 from aiayn.config import ExperimentConfig, config_yaml, inherit_model, parse_yaml, to_dict
 from aiayn.data.datasets import iter_pairs, load_pairs, to_examples
 from aiayn.data.encoded import EncodedCorpus, encoded_corpus
+from aiayn.data.fingerprint import data_fingerprint, files_fingerprint
 from aiayn.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_dir
 from aiayn.device import resolve_device
 from aiayn.errors import AiaynError
@@ -63,15 +63,6 @@ def check_output(out: Path) -> None:
     if out.is_dir() and any(out.iterdir()) and not _is_run_dir(out):
         raise RunMismatchError(f"--out {out} is not empty and holds no aiayn training run; nothing was written. "
                                f"Choose a new or empty directory")
-
-
-def data_fingerprint(train_pairs, valid_pairs) -> str:
-    digest = hashlib.sha256()
-    for pairs in (train_pairs, valid_pairs):
-        for src, tgt in pairs:
-            digest.update(f"{src}\t{tgt}\n".encode())
-        digest.update(b"\0")
-    return digest.hexdigest()
 
 
 def _read_marker(out: Path) -> dict:
@@ -215,9 +206,10 @@ def _check_lengths(corpus, limit: int, what: str) -> None:
                          f"model.max_len={limit} positions; shorten or remove it, or raise model.max_len")
 
 
-def _write_marker(out: Path, fingerprint: str, init: InitModel | None) -> None:
+def _write_marker(out: Path, fingerprint: str, files_sha256: str | None, init: InitModel | None) -> None:
     origin = {"init_from": init.source, "init_from_model": str(init.model_dir)} if init else {}
-    write_text_atomic(out / RUN_MARKER, json.dumps({"output": "run", "data_sha256": fingerprint, **origin}) + "\n")
+    values = {"output": "run", "data_sha256": fingerprint, "files_sha256": files_sha256, **origin}
+    write_text_atomic(out / RUN_MARKER, json.dumps(values) + "\n")
 
 
 def _valid_source(data) -> str:
@@ -265,12 +257,17 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     valid_pairs = load_pairs(cfg.data, "valid")
-    fingerprint = data_fingerprint(iter_pairs(cfg.data, "train"), valid_pairs)  # streamed, as below
+    files_sha256 = files_fingerprint(cfg.data)
+    saved = _read_marker(out) if out.is_dir() else {}
+    if files_sha256 is not None and saved.get("files_sha256") == files_sha256 and saved.get("data_sha256"):
+        fingerprint = saved["data_sha256"]  # the same bytes as when this run last started
+    else:
+        fingerprint = data_fingerprint(iter_pairs(cfg.data, "train"), valid_pairs)  # streamed, as below
     out.mkdir(parents=True, exist_ok=True)
     lock = lock_run(out) if dist.is_main else None
     check_origin(out, init.source if init else None)
     if dist.is_main and not (out / "config.yaml").exists():  # claim the directory before the first file
-        _write_marker(out, fingerprint, init)
+        _write_marker(out, fingerprint, files_sha256, init)
     tokenizer = _run_tokenizer(cfg, out, dist, init)
     check_same_run(out, cfg, fingerprint)
     train = encoded_corpus(lambda: iter_pairs(cfg.data, "train"), tokenizer, cfg.data.max_len, fingerprint,
@@ -284,7 +281,7 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     model = _new_model(cfg, init)
     if dist.is_main:
         write_text_atomic(out / "config.yaml", config_yaml(cfg))
-        _write_marker(out, fingerprint, init)
+        _write_marker(out, fingerprint, files_sha256, init)
         log.info("%s model, %s parameters; %d training pairs", cfg.model.arch, f"{count_parameters(model):,}",
                  len(train))
     bleu_fn = bleu_factory(tokenizer, valid_pairs, cfg) if bleu_factory else None
