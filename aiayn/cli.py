@@ -72,11 +72,10 @@ def _existing(out: Path, names) -> str:
 
 def cmd_train(args) -> int:
     from aiayn.config import load_config
-    from aiayn.device import fix_mmap_threshold, limit_primitive_cache
+    from aiayn.device import limit_primitive_cache
     from aiayn.training.run import prepare_run
 
-    fix_mmap_threshold()  # both: memory that grew with every step (BENCHMARKS.md, training memory)
-    limit_primitive_cache()
+    limit_primitive_cache()  # memory that grew with every step (BENCHMARKS.md, training memory)
     cfg = load_config(args.config or DEMO_CONFIG, args.overrides)
     if args.data_dir:  # a path, taken as it is (through --set it would be parsed as YAML)
         cfg.data.data_dir = args.data_dir

@@ -28,27 +28,6 @@ def resolve_device(name: str | torch.device) -> torch.device:
     return device
 
 
-M_MMAP_THRESHOLD = -3  # glibc mallopt parameter (malloc.h)
-
-
-def fix_mmap_threshold(threshold: int = 128 * 1024) -> bool:
-    """Serve every allocation above `threshold` bytes by mmap, returned to the system when freed.
-
-    glibc raises this threshold each time a large block is freed (up to 32 MB), after which tensors of
-    training steps whose shapes change every batch come from the heap, fragment it, and are never given
-    back: a Multi30k training's RSS grew 1.1 GB in 40 steps. A fixed threshold (setting it disables the
-    raising) brought the 40-step peak from 2.1 to 1.4 GB (BENCHMARKS.md). Process-wide, so called by the
-    command line (aiayn train), not on import. False where the C library is not glibc."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold))
-    except (OSError, AttributeError):
-        return False
-
-
 def limit_primitive_cache(capacity: int = 0) -> None:
     """oneDNN (torch's CPU matmul and convolution library) caches a compiled primitive per tensor shape,
     1024 of them by default. Token-budget batches bring new shapes at every step, so the cache only

@@ -8,7 +8,7 @@ Generates the corpus deterministically from Multi30k's training text (copy k of 
 Reports for each: wall seconds to the first training step, total seconds, peak RSS; and the prepared
 corpus's size on disk. The model is the shipped multi30k preset (configs/multi30k_de_en.yaml's).
 
-    python bench/corpus_scale.py [--pairs 4500000] [--steps 5] [--work /tmp/aiayn_corpus_scale]
+    python bench/corpus_scale.py [--pairs 4500000] [--steps 5] [--work /tmp/aiayn_corpus_scale] [--resume-only]
 """
 
 import argparse
@@ -76,15 +76,19 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=4_500_000)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--work", type=Path, default=Path("/tmp/aiayn_corpus_scale"))
+    parser.add_argument("--resume-only", action="store_true", help="only resume the run already in --work")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     src, tgt = generate(args.work, args.pairs)
     print(f"corpus: {args.pairs:,} pairs, {disk_mb(src) + disk_mb(tgt):.0f} MB of text "
           f"(generated in {time.monotonic() - start:.0f} s)", flush=True)
-    results = {"fresh": train(args.work, src, tgt, args.steps)}
+    results = {}
+    if not args.resume_only:
+        results["fresh"] = train(args.work, src, tgt, args.steps)
     results["prepared_corpus_mb"] = disk_mb(args.work / "run" / "encoded")
-    results["resumed"] = train(args.work, src, tgt, 2 * args.steps)
+    done = json.loads((args.work / "run" / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+    results["resumed"] = train(args.work, src, tgt, done + args.steps)
     print(json.dumps(results, indent=1))
 
 
