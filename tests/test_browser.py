@@ -122,6 +122,43 @@ def test_overview_shows_every_head_and_a_click_opens_it(page, server):
     shot(page, "web_overview")
 
 
+def test_line_view_overlays_the_chosen_heads_each_in_its_colour(page, server):
+    translate(page, server, "three hundred forty five thousand twenty one")
+    view, chips = "[data-testid=line-view]", "[data-testid=line-view] [data-testid=head-chip]"
+    pressed = page.locator(f"{chips}[aria-pressed=true]")
+    assert count(page, chips) == 4 and pressed.count() == 0
+
+    def strokes():
+        return page.eval_on_selector_all(f"{view} svg line",
+                                         "ls => [...new Set(ls.map(l => l.getAttribute('stroke')))]")
+
+    page.click(f"{view} text.lq >> nth=1")  # the query: its lines stay drawn, its step view opens
+    page.wait_for_selector("#step-table")
+    assert len(strokes()) == 1, "no head chosen: the lines of the matrix's head alone"
+    page.click(f"{chips}[data-head='1']")
+    page.focus(f"{chips}[data-head='3']")
+    page.keyboard.press("Enter")  # the chips work from the keyboard too
+    assert pressed.all_inner_texts() == ["head 1", "head 3"], "the legend names the chosen heads"
+    colours = pressed.evaluate_all("bs => bs.map(b => b.style.getPropertyValue('--c'))")
+    assert len(set(colours)) == 2 and sorted(strokes()) == sorted(colours), "two heads, two colours, as in the legend"
+    assert "heads 1, 3" in page.inner_text("#line-caption")
+    assert page.evaluate("document.getElementById('overlay').indeterminate")
+    assert page.locator("#line-tops li").all_inner_texts()[0].startswith("head 1:")
+    shot(page, "web_line_heads")
+    page.click(f"{chips}[data-head='1']")  # toggled off: its lines go
+    assert strokes() == [colours[1]] and pressed.all_inner_texts() == ["head 3"]
+    assert page.get_attribute(f"{chips}[data-head='1']", "aria-pressed") == "false"
+    # still linked to the matrix and the step view: a token click selects that row in both
+    page.click(f"{view} text.lq >> nth=2")
+    page.wait_for_function("document.querySelector('[data-testid=step-view]').textContent.includes('row 2')")
+    assert "selected" in page.get_attribute("#heatmap tbody tr >> nth=2", "class")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.click(f"{chips}[data-head='0']")
+    width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1], f"the page is {width[0]} px wide on a {width[1]} px screen"
+    shot(page, "web_line_heads_phone")
+
+
 def test_decoder_self_attention_shows_masked_cells_and_the_step_softmax(page, server):
     translate(page, server, "forty five thousand")
     page.select_option("#kind", "decoder_self")

@@ -4,7 +4,7 @@
 // was replaced is dropped (S.gen for translations, the step panel's key for steps).
 const $ = id => document.getElementById(id);
 const S = {info: null, data: null, gen: 0, kind: "cross", layer: null, head: 0, words: false, scale: "global",
-           numbers: false, overlay: false, query: null, preview: null, step: null};
+           numbers: false, lineHeads: [], query: null, preview: null, step: null};
 const LANGS = {en: "English", de: "German", fr: "French", cs: "Czech"};
 const KINDS = ["encoder_self", "decoder_self", "cross"];
 
@@ -48,7 +48,9 @@ function clearViews() {
   S.data = null; S.query = null; S.preview = null; S.step = null;
   $("translation").textContent = "";
   $("views").hidden = true; $("result").hidden = true; $("ready").hidden = false;
-  for (const id of ["heatmap", "overview", "lines", "line-legend", "hover-view", "matrix-caption", "step"]) $(id).replaceChildren();
+  for (const id of ["heatmap", "overview", "lines", "line-caption", "line-tops", "hover-view", "matrix-caption", "step"]) {
+    $(id).replaceChildren();
+  }
   $("lines").dataset.signature = "";
   $("step").dataset.key = "";
 }
@@ -90,6 +92,7 @@ function setupSelectors() {
   const maps = S.data.maps[S.kind], L = maps.length, H = maps[0].length;
   if (S.layer === null || (S.layer !== "mean" && S.layer >= L) || (S.layer === "mean" && L === 1)) S.layer = L - 1;
   if ((S.head !== "mean" && S.head >= H) || (S.head === "mean" && H === 1)) S.head = 0;
+  S.lineHeads = H > 1 ? S.lineHeads.filter(h => h < H) : [];
   const numbered = n => [...Array(n).keys()].map(i => [String(i), String(i)]);
   fill($("layer"), (L > 1 ? [["mean", t("mean")]] : []).concat(numbered(L)), S.layer);
   fill($("head"), (H > 1 ? [["mean", t("mean")]] : []).concat(numbered(H)), S.head);
@@ -130,20 +133,43 @@ function renderFocus(view = currentView(), matrix = currentMatrix(view)) {
   $("hover-view").textContent = row ? `${(r.label + " " + (r.sub || "")).trim()} ${t("top")}: ${topKeys(view, row, q).join(", ")}` : "";
   document.querySelectorAll("#heatmap tr.hl").forEach(tr => tr.classList.remove("hl"));
   if (q !== null) document.querySelector(`#heatmap tbody tr[data-q="${q}"]`)?.classList.add("hl");
-  const heads = S.data.maps[S.kind][0].length;
-  const layers = S.overlay && heads > 1
-    ? [...Array(heads).keys()].map(h => ({matrix: viewMatrix(view, pieceMatrix(S.data.maps[S.kind], S.layer, h)),
-                                          colour: HEAD_COLOURS[h % HEAD_COLOURS.length], head: h}))
-    : [{matrix, colour: "#1d4ed8"}];
-  $("line-legend").replaceChildren(...(layers.length > 1 ? layers.map(l => {
-    const b = document.createElement("button");
-    b.type = "button"; b.className = "chip"; b.style.borderColor = l.colour; b.style.color = l.colour;
-    b.textContent = `${t("head")} ${l.head}`;
-    b.addEventListener("click", () => pickHead(S.layer, l.head, false));
-    return b;
-  }) : []));
+  renderLines(view, matrix, q);
+}
+
+function lineLayers(view, matrix) {
+  // the heads chosen with the chips, each in its colour; none chosen: the matrix's own head (or mean)
+  const maps = S.data.maps[S.kind];
+  if (!S.lineHeads.length) return [{matrix, colour: headColour(S.head), head: S.head}];
+  return S.lineHeads.map(h => ({matrix: viewMatrix(view, pieceMatrix(maps, S.layer, h)), colour: headColour(h), head: h}));
+}
+
+function renderLines(view, matrix, q) {
+  const H = S.data.maps[S.kind][0].length, layers = lineLayers(view, matrix);
+  $("head-pick").hidden = H === 1;
+  drawHeadChips($("line-legend"), H, S.lineHeads, toggleLineHead);
+  $("overlay").checked = H > 1 && S.lineHeads.length === H;
+  $("overlay").indeterminate = S.lineHeads.length > 0 && S.lineHeads.length < H;
+  const layer = S.layer === "mean" ? t("mean") : S.layer;
+  const which = S.data.arch === "rnn" ? kindName(S.kind)
+    : !S.lineHeads.length
+      ? `${t("kind." + S.kind)} · ${t("layer")} ${layer} · ${t("head")} ${S.head === "mean" ? t("mean") : S.head} ${t("lines.as_matrix")}`
+      : `${t("kind." + S.kind)} · ${t("layer")} ${layer} · ${t(S.lineHeads.length > 1 ? "lines.heads_n" : "head")} ${S.lineHeads.join(", ")}`;
+  if ($("line-caption").textContent !== which) $("line-caption").textContent = which;  // announced only when it changes
+  // the colours in words too: where each drawn head looks most, for the query shown
+  $("line-tops").replaceChildren(...(q === null || layers.length < 2 ? [] : layers.map(l => {
+    const li = document.createElement("li");
+    li.style.setProperty("--c", l.colour);
+    li.innerHTML = `<span class="dot" aria-hidden="true"></span>${esc(`${t("head")} ${l.head}`)}: ` +
+      esc(topKeys(view, l.matrix[q], q, 2).join(", "));
+    return li;
+  })));
   drawLines($("lines"), view, layers, q, S.scale, {preview: previewQuery, select: q2 => selectQuery(q2, false)},
             JSON.stringify([S.gen, S.kind, S.words, LANG]));
+}
+
+function toggleLineHead(h) {
+  S.lineHeads = S.lineHeads.includes(h) ? S.lineHeads.filter(x => x !== h) : [...S.lineHeads, h].sort((a, b) => a - b);
+  if (S.data) renderFocus();
 }
 
 function previewQuery(q) { if (S.preview !== q) { S.preview = q; renderFocus(); } }
@@ -226,7 +252,10 @@ function wire() {
   $("words").addEventListener("change", () => { S.words = $("words").checked; S.query = null; S.preview = null; render(); });
   $("scale").addEventListener("change", () => { S.scale = $("scale").value; render(); });
   $("numbers").addEventListener("change", () => { S.numbers = $("numbers").checked; render(); });
-  $("overlay").addEventListener("change", () => { S.overlay = $("overlay").checked; if (S.data) renderFocus(); });
+  $("overlay").addEventListener("change", () => {
+    S.lineHeads = $("overlay").checked && S.data ? [...Array(S.data.maps[S.kind][0].length).keys()] : [];
+    if (S.data) renderFocus();
+  });
   const heat = $("heatmap");
   heat.addEventListener("click", e => { const b = e.target.closest("button.q"); if (b) selectQuery(Number(b.dataset.q), false); });
   heat.addEventListener("mouseover", e => { const th = e.target.closest("th.query"); if (th) previewQuery(Number(th.dataset.q)); });

@@ -1,9 +1,13 @@
 "use strict";
 // The overview: a thumbnail of every layer x head of the chosen kind, plus each layer's mean; and the
-// line view (bertviz's "head view"): lines from a query token to the keys it attends to.
+// line view (bertviz's "head view"): lines from a query token to the keys it attends to, for any set of
+// heads at once, each head in its own colour (the head chips are both its picker and its legend).
 
 const HEAD_COLOURS = ["#1d4ed8", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d",
                       "#4b5563", "#b45309", "#2563eb", "#be123c", "#0f766e", "#a21caf", "#ca8a04", "#475569"];
+const MEAN_COLOUR = "#1f2328";
+
+function headColour(h) { return h === "mean" ? MEAN_COLOUR : HEAD_COLOURS[h % HEAD_COLOURS.length]; }
 
 function drawThumb(canvas, view, matrix) {
   // a square picture whatever the shape: cells stretch (a 30 x 8 matrix would otherwise be a tall strip)
@@ -92,26 +96,57 @@ function buildLines(view, handlers) {
   return root;
 }
 
+function drawHeadChips(box, H, chosen, onToggle) {
+  // one toggle button per head, coloured like its lines; built once per head count and language so that
+  // pressing one keeps the keyboard focus on it
+  const signature = `${H}|${LANG}`;
+  if (box.dataset.signature !== signature) {
+    box.replaceChildren(...[...Array(H).keys()].map(h => {
+      const b = document.createElement("button");
+      b.type = "button"; b.className = "chip"; b.dataset.head = h; b.dataset.testid = "head-chip";
+      b.style.setProperty("--c", headColour(h));
+      b.innerHTML = `<span class="dot" aria-hidden="true"></span>${esc(t("head"))} ${h}`;
+      b.addEventListener("click", () => onToggle(h));
+      return b;
+    }));
+    box.dataset.signature = signature;
+  }
+  box.querySelectorAll("button.chip").forEach(b => {
+    b.setAttribute("aria-pressed", String(chosen.includes(Number(b.dataset.head))));
+  });
+}
+
 function drawLines(box, view, layers, query, scale, handlers, signature) {
-  // layers: [{matrix, colour}] drawn over each other; query: the row whose lines are drawn (null: every
-  // row, faintly). Only the lines and the highlights change when the query does.
+  // layers: [{matrix, colour, head}] drawn over each other, each a little apart so that heads that agree
+  // still show both colours; query: the row whose lines are drawn (null: every row, faintly). Only the
+  // lines and the highlights change when the query does.
   if (box.dataset.signature !== signature || !box.firstChild) {
     box.replaceChildren(buildLines(view, handlers));
     box.dataset.signature = signature;
   }
   const root = box.firstChild, group = root.querySelector("g.lines"), Q = view.rows.length;
+  const spread = Math.min(3, 8 / layers.length);
   group.replaceChildren();
-  for (const {matrix, colour} of layers) {
+  layers.forEach(({matrix, colour, head}, i) => {
+    const dy = layers.length > 1 ? (i - (layers.length - 1) / 2) * spread : 0;
     for (const q of query === null ? [...Array(Q).keys()] : [query]) {
       const rowMax = Math.max(...matrix[q]);
       matrix[q].forEach((w, k) => {
         const a = shade(w, rowMax, scale) * (query === null ? 0.35 : 1);
         if (a < 0.02 || isMasked(view, q, k)) return;
-        group.appendChild(svg("line", {x1: 195, y1: 11 + q * LINE_STEP, x2: 285, y2: 11 + k * LINE_STEP, stroke: colour,
-                                       "stroke-width": (0.5 + 3.5 * a).toFixed(2), "stroke-opacity": a.toFixed(3)}));
+        const line = svg("line", {x1: 195, y1: 11 + q * LINE_STEP + dy, x2: 285, y2: 11 + k * LINE_STEP + dy,
+                                  stroke: colour, "stroke-width": (0.5 + 3.5 * a).toFixed(2),
+                                  "stroke-opacity": a.toFixed(3), "data-head": head});
+        if (query !== null) {
+          const title = svg("title", {});
+          const who = head === "mean" ? t("mean") : `${t("head")} ${head}`;
+          title.textContent = `${who}: ${clip(`${view.rows[q].label} ${view.rows[q].sub || ""}`.trim())} → ${view.cols[k].label} ${w.toFixed(3)}`;
+          line.appendChild(title);
+        }
+        group.appendChild(line);
       });
     }
-  }
+  });
   const focusable = root.querySelector("text.lq:focus") ? null : (query ?? 0);
   root.querySelectorAll("text.lq").forEach(text => {
     const q = Number(text.dataset.q);
