@@ -3,7 +3,7 @@ stays flat. Exits 1 when the peak passes --limit-mb (issue 12: 800 MB for the sh
 so it catches a regression without timing anything.
 
     python bench/train_memory.py [--config configs/multi30k_de_en.yaml] [--minutes 5] [--limit-mb 800]
-        [--csv rss.csv]
+        [--csv rss.csv] [--out RUN]
 
 Needs the Multi30k directory ($AIAYN_MULTI30K_DIR, or ../shared/data/multi30k beside the repository).
 """
@@ -35,8 +35,9 @@ def main() -> int:
     parser.add_argument("--limit-mb", type=float, default=800)
     parser.add_argument("--csv", type=Path, help="write the curve here (seconds, RSS MB)")
     parser.add_argument("--set", action="append", default=[], help="extra --set overrides for aiayn train")
+    parser.add_argument("--out", type=Path, help="keep the run here (default: a temporary directory)")
     args = parser.parse_args()
-    out = Path(tempfile.mkdtemp(prefix="aiayn_memory_")) / "run"
+    out = args.out or Path(tempfile.mkdtemp(prefix="aiayn_memory_")) / "run"
     command = [sys.executable, "-m", "aiayn", "train", args.config, "--out", str(out), "--data-dir", str(MULTI30K),
                "--set", f"train.max_minutes={args.minutes}", "--set", "train.max_steps=1000000"]
     for item in args.set:
