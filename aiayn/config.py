@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from aiayn.data import multi30k
+from aiayn.data.tokenizer import BYTE_FALLBACK_MIN_VOCAB
 from aiayn.errors import AiaynError
 from aiayn.model.build import FieldError, ModelConfig, above, at_least, between, check_fields, fraction
 
@@ -37,7 +38,10 @@ class DataConfig:
     valid_src: str = ""
     valid_tgt: str = ""
     valid_split: str = "val"
-    vocab_size: int = 8000  # SentencePiece BPE, joint over both languages
+    vocab_size: int = 8000  # SentencePiece BPE pieces (of each side's model when joint_vocab is false)
+    # characters unseen in training become byte pieces (not <unk>); costs 256 pieces: needs vocab_size >= 384
+    byte_fallback: bool = True
+    joint_vocab: bool = True  # one BPE model and id table for both languages; false: one per side
     max_len: int = 128  # pairs longer than this (in subword tokens) are dropped from training and counted
     synthetic_train: int = 20000
     synthetic_valid: int = 300
@@ -293,6 +297,21 @@ def _check_data(cfg: ExperimentConfig) -> None:
                              f"{data.src_lang!r}; choose two languages")
 
 
+def _check_vocab(cfg: ExperimentConfig) -> None:
+    """How a new run's tokenizer is trained (unused with --init-from, whose vocabulary is taken as it is)."""
+    data = cfg.data
+    if data.byte_fallback and data.vocab_size < BYTE_FALLBACK_MIN_VOCAB:
+        raise FieldError(("data.byte_fallback", "data.vocab_size"), f"data.byte_fallback=true needs data.vocab_size "
+                         f">= {BYTE_FALLBACK_MIN_VOCAB} (256 of its pieces are bytes; data.vocab_size="
+                         f"{data.vocab_size}); raise data.vocab_size or set data.byte_fallback=false (as runs started "
+                         f"before data.byte_fallback existed were trained)")
+    if not data.joint_vocab and cfg.model.share_embeddings:
+        raise FieldError(("data.joint_vocab", "model.share_embeddings"), "model.share_embeddings=true ties the "
+                         "source and target embeddings, which needs one vocabulary, but data.joint_vocab=false "
+                         "trains two; set model.share_embeddings=false (the target embedding and the output "
+                         "projection stay tied by model.tie_output) or data.joint_vocab=true")
+
+
 def _check_schedule(train: TrainConfig) -> None:
     """train.lr is the peak of inverse_sqrt and constant; Noam's peak comes from d_model and lr_factor."""
     fields = ("train.lr", "train.schedule")
@@ -326,6 +345,7 @@ def validate(cfg: ExperimentConfig, origins: dict | None = None, training: bool 
             check_fields(cfg.data, "data", DATA_RULES)
             check_fields(cfg.train, "train", TRAIN_RULES)
             _check_data(cfg)
+            _check_vocab(cfg)
             _check_schedule(cfg.train)
             _check_lengths(cfg)
     except FieldError as err:

@@ -177,7 +177,8 @@ def test_killed_tokenizer_write_leaves_no_partial_file(tmp_path, monkeypatch):
         replace(src, dst)
 
     monkeypatch.setattr(checkpoint.os, "replace", killed)
-    cfg = load_config(None, ["data.synthetic_train=200", "data.synthetic_valid=10", "data.vocab_size=64"])
+    cfg = load_config(None, ["data.synthetic_train=200", "data.synthetic_valid=10", "data.vocab_size=64",
+                             "data.byte_fallback=false"])
     with pytest.raises(KeyboardInterrupt):
         prepare_run(cfg, tmp_path / "run")
     assert not (tmp_path / "run" / "tokenizer.model").exists()
@@ -272,7 +273,8 @@ def test_long_source_warns_on_the_command_line(transformer_dir, tmp_path, capsys
 
 
 # ---- training runs: resume only the same experiment --------------------------------------------------
-TINY = ["data.synthetic_train=300", "data.synthetic_valid=10", "data.vocab_size=64", "model.d_model=32",
+TINY = ["data.synthetic_train=300", "data.synthetic_valid=10", "data.vocab_size=64", "data.byte_fallback=false",
+        "model.d_model=32",
         "model.d_ff=64", "train.max_tokens=512", "train.warmup_steps=4", "train.bleu_sentences=5",
         "train.num_threads=1", "train.eval_every=4", "train.save_every=4", "train.average_last=1"]
 
@@ -310,7 +312,7 @@ def test_resume_on_other_data_is_refused(tmp_path, capsys):
         (data / name).write_text(text)
     files = ["data.dataset=files", f"data.train_src={data}/train.en", f"data.train_tgt={data}/train.de",
              f"data.valid_src={data}/valid.en", f"data.valid_tgt={data}/valid.de", "data.vocab_size=30",
-             "train.max_steps=4"]
+             "data.byte_fallback=false", "train.max_steps=4"]
     run = tmp_path / "run"
     assert run_cli(train_args(run, *files), capsys)[0] == 0
     (data / "train.de").write_text("un\ndeux\ntrois\n" * 20)

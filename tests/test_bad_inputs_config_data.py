@@ -15,7 +15,8 @@ from aiayn.cli import main
 TRAIN = [("one", "eins"), ("two", "zwei"), ("three", "drei"), ("four", "vier")] * 15
 TRUNCATED_GZ = gzip.compress(b"".join(b"sentence %d\n" % i for i in range(3000)))[:2000]
 LONG_LINE_FILE = "two\n" + "x" * 100_001 + "\none\n"
-FAST = ["data.vocab_size=30", "model.d_model=32", "model.d_ff=64", "train.max_tokens=512", "train.max_steps=4",
+FAST = ["data.vocab_size=30", "data.byte_fallback=false",
+        "model.d_model=32", "model.d_ff=64", "train.max_tokens=512", "train.max_steps=4",
         "train.warmup_steps=2", "train.bleu_sentences=4"]
 
 

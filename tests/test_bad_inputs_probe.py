@@ -12,7 +12,8 @@ import pytest
 from aiayn.cli import main
 from aiayn.errors import AiaynError
 
-TINY = ["data.synthetic_train=200", "data.synthetic_valid=10", "data.vocab_size=64", "model.d_model=32",
+TINY = ["data.synthetic_train=200", "data.synthetic_valid=10", "data.vocab_size=64", "data.byte_fallback=false",
+        "model.d_model=32",
         "model.d_ff=64", "train.max_tokens=512", "train.num_threads=1", "train.max_steps=2",
         "train.eval_every=2", "train.save_every=2", "train.average_last=1", "train.bleu_sentences=5"]
 

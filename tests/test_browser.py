@@ -326,3 +326,94 @@ def test_word_view_merges_pieces(page, server):
     words = page.eval_on_selector_all("#heatmap th.key", "e => e.map(x => x.textContent)")
     assert words == ["seventeen", "thousand", "</s>"] and len(pieces) >= len(words)
     assert all("▁" not in p for p in pieces), "pieces are shown without SentencePiece's ▁"
+
+
+# ---- an imported Marian (OPUS-MT) model: separate vocabularies, decoder start <pad> -------------------
+# (the minimum of tests/test_interop_marian.py's helpers, with SentencePiece models of the built-in task)
+def _marian_spm(lines: list[str], vocab_size: int) -> bytes:
+    """A unigram model as Marian's: </s> = 0, <unk> = 1, no <s> or <pad>."""
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, model_type="unigram",
+                                   vocab_size=vocab_size, eos_id=0, unk_id=1, bos_id=-1, pad_id=-1, num_threads=1,
+                                   minloglevel=2, hard_vocab_limit=False)
+    return model.getvalue()
+
+
+def _marian_dir(root: Path) -> Path:
+    """A random MarianMTModel (d_model 32, 2 + 2 layers, separate vocabularies of different sizes, <pad> at
+    the same id in both tables), saved with save_pretrained, then imported with `aiayn import-hf`."""
+    import json
+
+    import sentencepiece as spm
+    import torch
+
+    from aiayn.cli import main
+    from aiayn.data.synthetic import number_task
+
+    transformers = pytest.importorskip("transformers")
+    pairs = number_task(400, 10, 10, seed=3)["train"]
+    models = [_marian_spm([p[i] for p in pairs], 60) for i in (0, 1)]
+    pieces = [[sp.id_to_piece(j) for j in range(2, sp.get_piece_size())]
+              for sp in (spm.SentencePieceProcessor(model_proto=m) for m in models)]
+    pad = 2 + min(len(p) for p in pieces)  # last in the smaller table, inside the larger one
+    source, target = (["</s>", "<unk>", *p[: pad - 2], "<pad>", *p[pad - 2:]] for p in pieces)
+    assert len(source) != len(target)
+    hf = root / "hf"
+    hf.mkdir()
+    for name, data in (("source.spm", models[0]), ("target.spm", models[1])):
+        (hf / name).write_bytes(data)
+    for name, table in (("vocab.json", source), ("target_vocab.json", target)):
+        (hf / name).write_text(json.dumps({p: i for i, p in enumerate(table)}), encoding="utf-8")
+    tok = transformers.MarianTokenizer(str(hf / "source.spm"), str(hf / "target.spm"), str(hf / "vocab.json"),
+                                       separate_vocabs=True, target_vocab_file=str(hf / "target_vocab.json"))
+    config = transformers.MarianConfig(
+        vocab_size=len(source), decoder_vocab_size=len(target), d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_position_embeddings=96, pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0,
+        forced_eos_token_id=None, activation_function="swish", scale_embedding=True, dropout=0.0,
+        share_encoder_decoder_embeddings=False, separate_vocabs=True)
+    torch.manual_seed(0)
+    model = transformers.MarianMTModel(config).eval()
+    model.save_pretrained(hf)
+    tok.save_pretrained(hf)
+    assert main(["import-hf", str(hf), "--out", str(root / "imported")]) == 0
+    return root / "imported"
+
+
+@pytest.fixture(scope="module")
+def marian_dir(tmp_path_factory):
+    return _marian_dir(tmp_path_factory.mktemp("marian"))
+
+
+@pytest.fixture(scope="module")
+def marian_server(marian_dir):
+    yield from serve(marian_dir)
+
+
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses:UserWarning")
+def test_imported_marian_model_shows_its_attention_and_step_view(page, marian_dir, marian_server):
+    from aiayn.data.tokenizer import load_dir
+
+    text = "forty five thousand"
+    tok = load_dir(marian_dir)
+    pieces = tok.source_id_to_piece(tok.encode_source([text])[0]) + ["</s>"]
+    translate(page, marian_server, text)
+    assert "Transformer" in page.inner_text("[data-testid=model-info]")
+    assert count(page, "[data-testid=head-thumb]") == 2 * 4  # 2 decoder layers x 4 heads
+    keys = page.eval_on_selector_all("#heatmap th.key", "e => e.map(x => x.textContent)")
+    # the source side's own pieces (the page marks a piece that continues a word with "·")
+    assert [k.lstrip("·") for k in keys] == [p.lstrip("▁") for p in pieces], (keys, pieces)
+    queries = count(page, "#heatmap th.query")
+    assert queries >= 1 and len(heat_values(page)) == queries * len(keys)
+    with page.expect_response("**/api/step") as answer:
+        page.click("#heatmap button.q >> nth=0")
+    step = answer.value.json()
+    page.wait_for_selector("[data-testid=step-view] #step-table")
+    assert math.isclose(sum(step["weights"]), 1.0, abs_tol=1e-4) and len(step["weights"]) == len(keys)
+    page.select_option("#kind", "decoder_self")
+    assert page.inner_text("#heatmap th.query >> nth=0").startswith("<pad>"), "the decoder starts from <pad>"
+    shot(page, "web_imported_marian")

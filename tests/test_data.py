@@ -233,7 +233,8 @@ def test_unchanged_files_skip_the_pairs_pass_on_resume(tmp_path, monkeypatch):
         (tmp_path / name).write_text(text)
     cfg = load_config(None, ["data.dataset=files", f"data.train_src={tmp_path}/train.en",
                              f"data.train_tgt={tmp_path}/train.de", f"data.valid_src={tmp_path}/valid.en",
-                             f"data.valid_tgt={tmp_path}/valid.de", "data.vocab_size=30", "train.max_steps=2"])
+                             f"data.valid_tgt={tmp_path}/valid.de", "data.vocab_size=30", "data.byte_fallback=false",
+                             "train.max_steps=2"])
     first = run.prepare_run(cfg, tmp_path / "run")
     first.run_lock.close()
     marker = json.loads((tmp_path / "run" / "run.json").read_text())

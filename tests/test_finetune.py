@@ -223,11 +223,12 @@ def test_init_from_an_aiayn_checkpoint_starts_from_its_weights(transformer_dir, 
 def test_runs_saved_before_the_schedule_fields_resume(tmp_path):
     """A run's config.yaml written before train.schedule and train.lr existed matches a config with their
     defaults (noam, 0), and only those."""
-    cfg = load_config(None, ["data.vocab_size=64"])
+    cfg = load_config(None, ["data.vocab_size=64", "data.byte_fallback=false"])
     saved = yaml.safe_load(config_yaml(cfg))
     del saved["train"]["schedule"], saved["train"]["lr"]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved), encoding="utf-8")
     check_same_run(tmp_path, cfg, "fingerprint")
     with pytest.raises(RunMismatchError, match="train.schedule: 'noam' in the run, 'constant' now"):
-        check_same_run(tmp_path, load_config(None, ["data.vocab_size=64", "train.schedule=constant",
+        check_same_run(tmp_path, load_config(None, ["data.vocab_size=64", "data.byte_fallback=false",
+                                                    "train.schedule=constant",
                                                     "train.lr=1e-4"]), "fingerprint")

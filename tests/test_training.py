@@ -16,7 +16,8 @@ from aiayn.model import ModelConfig, build_model
 from aiayn.training.loss import label_smoothed_loss
 from aiayn.training.schedule import lr_scheduler, noam_rate
 
-TINY = ["data.synthetic_train=600", "data.synthetic_valid=20", "data.vocab_size=64", "model.d_model=64",
+TINY = ["data.synthetic_train=600", "data.synthetic_valid=20", "data.vocab_size=64", "data.byte_fallback=false",
+        "model.d_model=64",
         "model.d_ff=128", "train.max_tokens=1024", "train.warmup_steps=10", "train.log_every=1",
         "train.bleu_sentences=20", "train.num_threads=1", "train.average_last=2", "train.keep_last=3"]
 

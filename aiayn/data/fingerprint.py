@@ -35,10 +35,10 @@ def data_files(data) -> list[Path]:
 
 
 def files_fingerprint(data) -> str | None:
-    """sha256 of the data files' bytes (None when there are no files)."""
+    """sha256 of the data files' bytes (None when there are none, or one is not a regular file)."""
     files = data_files(data)
-    if not files:
-        return None
+    if not files or not all(path.is_file() for path in files):  # a device, FIFO, directory or missing file:
+        return None  # the pair-by-pair reading names the problem (/dev/zero would be hashed forever here)
     digest = hashlib.sha256()
     for path in files:
         with open(path, "rb") as f:

@@ -17,9 +17,17 @@ Ids are those of transformers.MarianTokenizer (5.x), piece for piece:
 same ids for the usual ">>fra<< text", other ids for a second tag or a "<<" later in the text.)
 The decoder starts from <pad> (Marian's decoder_start_token_id), so bos_id = pad_id; it is never output.
 decode() drops every special token, as MarianTokenizer.decode(ids, skip_special_tokens=True) does.
+
+aiayn trains tokenizers of this kind too (data.joint_vocab: false; SeparateTokenizer.train): a source and a
+target SentencePiece model, each numbering its own pieces <pad> 0, <unk> 1, </s> 2 (no <s>), and those
+numbers are the id tables (vocab.json: the source's, target_vocab.json: the target's), so both sides share
+the special ids. The decoder starts from <pad> as in Marian models: the start vector is the <pad> row of
+the target embedding (learned in a Transformer; zero in an RNN, whose embeddings keep the padding row at
+zero, so the first step sees only the encoder's state there).
 """
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +35,7 @@ import sentencepiece as spm
 
 from aiayn.errors import AiaynError
 
+log = logging.getLogger(__name__)
 SPIECE_UNDERLINE = "\u2581"
 
 
@@ -102,13 +111,25 @@ class SeparateTokenizer:
         self.src_vocab_size, self.tgt_vocab_size = len(self._source.pieces), len(self._target.pieces)
         self.vocab_size = self.tgt_vocab_size
 
+    @classmethod
+    def train(cls, source: list[str], target: list[str], vocab_size: int, byte_fallback: bool) -> "SeparateTokenizer":
+        """A BPE model of vocab_size pieces for each side, trained on that side's sentences only."""
+        from aiayn.data.tokenizer import train_spm
+
+        models = [train_spm(sentences, vocab_size, byte_fallback, bos=False) for sentences in (source, target)]
+        tables = [_own_table(model) for model in models]
+        tok = cls(source_model=models[0], target_model=models[1], vocab=tables[0], target_vocab=tables[1])
+        log.info("trained separate BPE vocabularies: %d source and %d target pieces", tok.src_vocab_size,
+                 tok.tgt_vocab_size)
+        return tok
+
     # ---- files --------------------------------------------------------------------------------------
     @classmethod
     def load(cls, directory: str | Path) -> "SeparateTokenizer":
         """From a directory holding source.spm, target.spm, vocab.json and tokenizer_config.json."""
         directory = Path(directory)
-        config = _read_json(directory / "tokenizer_config.json", {})
-        target_vocab = _read_json(directory / "target_vocab.json") if config.get("separate_vocabs") else None
+        config = read_json(directory / "tokenizer_config.json", {})
+        target_vocab = read_json(directory / "target_vocab.json") if config.get("separate_vocabs") else None
         try:
             added = {_content(entry): int(i) for i, entry in config.get("added_tokens_decoder", {}).items()}
         except (ValueError, TypeError, AttributeError):
@@ -116,7 +137,7 @@ class SeparateTokenizer:
                                      f"tokens; the file is damaged") from None
         return cls(source_model=_read_bytes(directory / "source.spm"),
                    target_model=_read_bytes(directory / "target.spm"),
-                   vocab=_read_json(directory / "vocab.json"), target_vocab=target_vocab,
+                   vocab=read_json(directory / "vocab.json"), target_vocab=target_vocab,
                    eos_token=_content(config.get("eos_token", "</s>")),
                    unk_token=_content(config.get("unk_token", "<unk>")),
                    pad_token=_content(config.get("pad_token", "<pad>")), added_tokens=added or None)
@@ -198,6 +219,12 @@ class SeparateTokenizer:
         return self._target.sp.decode_pieces(pieces).replace(SPIECE_UNDERLINE, " ").strip()
 
 
+def _own_table(model: bytes) -> dict[str, int]:
+    """piece -> id as the SentencePiece model itself numbers its pieces."""
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    return {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+
+
 def _content(token) -> str:
     """A token of tokenizer_config.json: a string, or a saved AddedToken {"content": ..., ...}."""
     return token.get("content") if isinstance(token, dict) else token
@@ -217,15 +244,16 @@ def _read_bytes(file: Path) -> bytes:
 _NO_DEFAULT = object()
 
 
-def _read_json(file: Path, default=_NO_DEFAULT):
+def read_json(file: Path, default=_NO_DEFAULT, missing: str = "the tokenizer needs it", error=TokenizerFileError):
+    """A JSON object from `file` (or `default` when the file is absent); `error` names the file."""
     if not file.is_file():
         if default is not _NO_DEFAULT:
             return default
-        raise TokenizerFileError(f"{file}: missing; the tokenizer needs it")
+        raise error(f"{file}: missing; {missing}")
     try:
         value = json.loads(file.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as err:
-        raise TokenizerFileError(f"{file}: not valid JSON ({err}); the file is damaged") from None
+        raise error(f"{file}: not valid JSON ({err}); the file is damaged") from None
     if not isinstance(value, dict):
-        raise TokenizerFileError(f"{file}: expected a JSON object, got {type(value).__name__}")
+        raise error(f"{file}: expected a JSON object, got {type(value).__name__}")
     return value

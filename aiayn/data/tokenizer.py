@@ -1,4 +1,5 @@
-"""SentencePiece BPE with one joint vocabulary for both languages (saved with the model).
+"""SentencePiece BPE with one joint vocabulary for both languages (saved with the model), optionally with
+byte fallback (data.byte_fallback: characters never seen in training survive as byte pieces).
 
 Special ids come from the trained model (pad, unk, bos, eos), never hard-coded elsewhere.
 
@@ -21,6 +22,32 @@ from aiayn.errors import AiaynError
 log = logging.getLogger(__name__)
 
 
+BYTE_PIECES = 256  # byte_fallback adds one piece per byte value, <0x00> .. <0xFF>
+# data.byte_fallback needs data.vocab_size >= this: 4 special pieces, the 256 byte pieces, and 124 left for
+# the corpus's characters (all of them are kept: character_coverage 1.0) and merges
+BYTE_FALLBACK_MIN_VOCAB = 384
+
+
+def train_spm(sentences: list[str], vocab_size: int, byte_fallback: bool, bos: bool = True) -> bytes:
+    """A SentencePiece BPE model (its bytes) with pad 0, unk 1, then <s> 2 and </s> 3 (bos=False: </s> 2, no
+    <s>). byte_fallback: a character the model never saw is cut into byte pieces (<0xC5> <0xBC> for "ż")
+    that decode back to it, instead of becoming <unk>; it costs 256 pieces of the vocabulary."""
+    model = io.BytesIO()
+    special = dict(bos_id=2, eos_id=3) if bos else dict(bos_id=-1, eos_id=2)
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_writer=model, model_type="bpe",
+            vocab_size=vocab_size, character_coverage=1.0, pad_id=0, unk_id=1, **special,
+            byte_fallback=byte_fallback, hard_vocab_limit=False, num_threads=2, minloglevel=2,
+            input_sentence_size=2_000_000, shuffle_input_sentence=True)
+    except RuntimeError as err:  # e.g. fewer pieces asked for than the corpus has characters
+        also = f" with data.byte_fallback=true (its {BYTE_PIECES} byte pieces count too)" if byte_fallback else ""
+        raise AiaynError(f"data.vocab_size={vocab_size}: SentencePiece cannot train this vocabulary{also} "
+                         f"({str(err).strip()[-160:]}); raise data.vocab_size"
+                         + (" or set data.byte_fallback=false" if byte_fallback else "")) from None
+    return model.getvalue()
+
+
 class Tokenizer:
     name = "tokenizer.model"  # the file that holds it, named in error messages
 
@@ -33,19 +60,9 @@ class Tokenizer:
         self.src_vocab_size = self.tgt_vocab_size = self.vocab_size  # one joint vocabulary
 
     @classmethod
-    def train(cls, sentences: list[str], vocab_size: int, seed: int = 1) -> "Tokenizer":
-        """BPE over the given sentences (both languages of the training split)."""
-        model = io.BytesIO()
-        try:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(sentences), model_writer=model, model_type="bpe",
-                vocab_size=vocab_size, character_coverage=1.0, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-                hard_vocab_limit=False, num_threads=2, minloglevel=2,
-                input_sentence_size=2_000_000, shuffle_input_sentence=True)
-        except RuntimeError as err:  # e.g. fewer pieces asked for than the corpus has characters
-            raise AiaynError(f"data.vocab_size={vocab_size}: SentencePiece cannot train this vocabulary "
-                             f"({str(err).strip()[-160:]}); raise data.vocab_size") from None
-        tok = cls(model.getvalue())
+    def train(cls, sentences: list[str], vocab_size: int, seed: int = 1, byte_fallback: bool = False) -> "Tokenizer":
+        """BPE over the given sentences (both languages of the training split). byte_fallback: see train_spm."""
+        tok = cls(train_spm(sentences, vocab_size, byte_fallback))
         log.info("trained a joint BPE vocabulary of %d pieces", tok.vocab_size)
         return tok
 
@@ -90,6 +107,7 @@ class Tokenizer:
         return [self.sp.id_to_piece(i) for i in ids]
 
     def decode(self, ids: list[int]) -> str:
+        """Target ids -> text; byte pieces (byte fallback) become the characters they encode."""
         specials = {self.pad_id, self.bos_id, self.eos_id}
         return self.sp.decode([i for i in ids if i not in specials])
 

@@ -2,9 +2,9 @@
 the model's config.json: every id the model expects (pad, eos, the vocabulary sizes) must be the
 tokenizer's, and every added token must split text as aiayn does (no lstrip/rstrip/single_word)."""
 
-import json
 from pathlib import Path
 
+from aiayn.data import separate_tokenizer
 from aiayn.data.separate_tokenizer import SeparateTokenizer, TokenizerFileError
 from aiayn.errors import AiaynError
 
@@ -14,17 +14,10 @@ class UnsupportedModel(AiaynError):
 
 
 def read_json(file: Path, default=None) -> dict:
-    if not file.is_file():
-        if default is not None:
-            return default
-        raise UnsupportedModel(f"{file}: missing; a Marian model directory (save_pretrained) has it")
-    try:
-        value = json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise UnsupportedModel(f"{file}: not valid JSON ({err}); the file is damaged") from None
-    if not isinstance(value, dict):
-        raise UnsupportedModel(f"{file}: expected a JSON object, got {type(value).__name__}")
-    return value
+    """A JSON object of a Marian directory; `default` (when given) stands in for an absent file."""
+    return separate_tokenizer.read_json(file, *(() if default is None else (default,)),
+                                        missing="a Marian model directory (save_pretrained) has it",
+                                        error=UnsupportedModel)
 
 
 def _content(token) -> str:

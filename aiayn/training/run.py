@@ -21,6 +21,7 @@ from aiayn.config import ExperimentConfig, config_yaml, inherit_model, parse_yam
 from aiayn.data.datasets import iter_pairs, load_pairs, to_examples
 from aiayn.data.encoded import EncodedCorpus, encoded_corpus
 from aiayn.data.fingerprint import data_fingerprint, files_fingerprint
+from aiayn.data.separate_tokenizer import SeparateTokenizer
 from aiayn.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_dir
 from aiayn.device import resolve_device
 from aiayn.errors import AiaynError
@@ -93,7 +94,8 @@ def check_origin(out: Path, init_from: str | None) -> None:
 
 
 def check_same_run(out: Path, cfg, fingerprint: str) -> None:
-    """Stop before anything is written when the saved run differs from this command's."""
+    """Stop before anything is written when the saved run differs from this command's. A run older than
+    data.byte_fallback resumes with data.byte_fallback=false, as its tokenizer was trained."""
     saved = _read_marker(out).get("data_sha256")
     if saved and saved != fingerprint:
         raise RunMismatchError(f"{out} was trained on other data (fingerprint {saved[:12]} in {out / RUN_MARKER}, "
@@ -104,9 +106,15 @@ def check_same_run(out: Path, cfg, fingerprint: str) -> None:
         saved = _flatten(parse_yaml((out / "config.yaml").read_text(encoding="utf-8"), str(out / "config.yaml")) or {})
     except (UnicodeDecodeError, AttributeError):
         raise RunMismatchError(f"{out / 'config.yaml'}: damaged (not the config mapping aiayn writes)") from None
+    if "data.byte_fallback" not in saved and cfg.data.byte_fallback:
+        # the run predates the field (and byte fallback): it keeps its own tokenizer, which has none
+        log.info("%s predates data.byte_fallback: its tokenizer has no byte fallback, and keeps none", out)
+        cfg.data.byte_fallback = False
     now = _flatten(to_dict(cfg))
     # a field added after the run started (e.g. train.schedule) has the value that keeps the old behaviour
-    saved = {**{k: v for k, v in _flatten(to_dict(ExperimentConfig())).items() if k not in saved}, **saved}
+    # (data.byte_fallback: false, as such a run's tokenizer was trained)
+    before = {**_flatten(to_dict(ExperimentConfig())), "data.byte_fallback": False}
+    saved = {**{k: v for k, v in before.items() if k not in saved}, **saved}
     diff = [f"{k}: {saved.get(k)!r} in the run, {now.get(k)!r} now" for k in sorted(set(saved) | set(now))
             if k not in RESUMABLE and saved.get(k) != now.get(k)]
     if diff:
@@ -140,17 +148,26 @@ def _write_tokenizer(out: Path, files: dict[str, bytes]) -> None:
         write_bytes_atomic(out / name, data)
 
 
+def _train_tokenizer(data, pairs: list) -> dict[str, bytes]:
+    """The files of a new tokenizer: data.joint_vocab, one SentencePiece model over both sides (aiayn's
+    tokenizer.model), else one per side in the separate-tokenizer format (source.spm, target.spm, vocab.json,
+    target_vocab.json, tokenizer_config.json)."""
+    if data.joint_vocab:
+        return Tokenizer.train([s for pair in pairs for s in pair], data.vocab_size,
+                               byte_fallback=data.byte_fallback).files()
+    return SeparateTokenizer.train([p[0] for p in pairs], [p[1] for p in pairs], data.vocab_size,
+                                   data.byte_fallback).files()
+
+
 def _tokenizer(cfg, out: Path, train_pairs, dist: D.DistInfo, files: dict[str, bytes] | None = None):
     """The run's tokenizer: `files` (--init-from's vocabulary: name -> bytes) copied into the run, else a
-    joint SentencePiece model trained on the training pairs. Written by the main process only."""
+    SentencePiece tokenizer trained on the training pairs (_train_tokenizer). Written by the main process only."""
     has_tokenizer = (out / "tokenizer.model").is_file() or (out / "vocab.json").is_file()  # what load_dir reads
     # Until config.yaml is written no step has been trained: a tokenizer left by a start that failed
     # (or was stopped) may be of other settings, so it is made again.
     if dist.is_main and (not has_tokenizer or not (out / "config.yaml").exists()):
         if files is None:
-            sample = sample_pairs(train_pairs, TOKENIZER_SAMPLE_PAIRS, cfg.train.seed)
-            sentences = [s for pair in sample for s in pair]
-            files = Tokenizer.train(sentences, cfg.data.vocab_size, seed=cfg.train.seed).files()
+            files = _train_tokenizer(cfg.data, sample_pairs(train_pairs, TOKENIZER_SAMPLE_PAIRS, cfg.train.seed))
         _write_tokenizer(out, files)
     D.barrier(dist)
     return load_dir(out)
