@@ -2,13 +2,13 @@ import gzip
 import http.server
 import json
 import logging
-import os
 import threading
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
+from data_helpers import find_multi30k
 
 from aiayn.data import corpus, multi30k
 from aiayn.data.batching import Example, collate, make_batches
@@ -16,19 +16,7 @@ from aiayn.data.corpus import CorpusError, read_lines, read_parallel
 from aiayn.data.encoded import EncodedCorpus
 from aiayn.data.synthetic import english, german, number_task
 
-
-def _find_multi30k() -> Path | None:
-    """The Multi30k copy of this workplace: $AIAYN_MULTI30K_DIR, else ../shared/data/multi30k beside the
-    checkout, else /work/shared/data/multi30k."""
-    root = Path(__file__).resolve().parents[1]
-    for candidate in (os.environ.get("AIAYN_MULTI30K_DIR"), root.parent / "shared/data/multi30k",
-                      Path("/work/shared/data/multi30k")):
-        if candidate and (Path(candidate) / "val.de.gz").exists():
-            return Path(candidate)
-    return None
-
-
-SHARED = _find_multi30k()
+SHARED = find_multi30k()
 needs_multi30k = pytest.mark.skipif(SHARED is None, reason="no local Multi30k copy (set AIAYN_MULTI30K_DIR)")
 
 

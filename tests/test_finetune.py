@@ -4,16 +4,14 @@ translates, and an interrupted-then-resumed run equals an uninterrupted one bit 
 conflicts with DIR's model is refused, an aiayn-trained checkpoint is a DIR too, and the weights a run
 starts from are DIR's."""
 
-import gzip
-import io
 import json
-import os
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from data_helpers import find_multi30k, marian_spm, multi30k_lines, spm_pieces
 from safetensors.torch import load_file
 
 from aiayn.checkpoint import load_checkpoint
@@ -27,39 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 FINETUNE_CONFIG = ROOT / "configs" / "finetune_opus_de_en.yaml"
 
 
-def _find_multi30k() -> Path | None:  # as tests/test_interop_marian.py
-    for candidate in (os.environ.get("AIAYN_MULTI30K_DIR"), ROOT.parent / "shared/data/multi30k",
-                      Path("/work/shared/data/multi30k")):
-        if candidate and (Path(candidate) / "val.de.gz").exists():
-            return Path(candidate)
-    return None
-
-
-MULTI30K = _find_multi30k()
+MULTI30K = find_multi30k()
 needs_multi30k = pytest.mark.skipif(MULTI30K is None, reason="no local Multi30k copy (set AIAYN_MULTI30K_DIR)")
 quiet = pytest.mark.filterwarnings("ignore::UserWarning")  # transformers: "Recommended: pip install sacremoses"
 
 
 def _lines(lang: str, split: str, n: int) -> list[str]:
-    with gzip.open(MULTI30K / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
-        return [next(f).rstrip("\n") for _ in range(n)]
-
-
-def _train_spm(lines: list[str], vocab_size: int) -> bytes:
-    """A unigram model as Marian's: </s> = 0, <unk> = 1, no <s> or <pad>."""
-    spm = pytest.importorskip("sentencepiece")
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, model_type="unigram",
-                                   vocab_size=vocab_size, character_coverage=0.98, eos_id=0, unk_id=1, bos_id=-1,
-                                   pad_id=-1, num_threads=1, minloglevel=2)
-    return model.getvalue()
-
-
-def _pieces(model: bytes) -> list[str]:
-    import sentencepiece as spm
-
-    sp = spm.SentencePieceProcessor(model_proto=model)
-    return [sp.id_to_piece(i) for i in range(2, sp.get_piece_size())]
+    return multi30k_lines(MULTI30K, lang, split, n)
 
 
 def _hf_dir(root: Path) -> Path:
@@ -67,10 +39,10 @@ def _hf_dir(root: Path) -> Path:
     run holds every kind of tokenizer file: source.spm, target.spm, vocab.json, target_vocab.json) and its
     MarianTokenizer, saved with save_pretrained."""
     transformers = pytest.importorskip("transformers")
-    src, tgt = _train_spm(_lines("de", "train", 400), 220), _train_spm(_lines("en", "train", 400), 200)
+    src, tgt = marian_spm(_lines("de", "train", 400), 220), marian_spm(_lines("en", "train", 400), 200)
     (root / "source.spm").write_bytes(src)
     (root / "target.spm").write_bytes(tgt)
-    pieces = list(dict.fromkeys(_pieces(src) + _pieces(tgt)))
+    pieces = list(dict.fromkeys(spm_pieces(src) + spm_pieces(tgt)))
     vocab = {p: i for i, p in enumerate(["</s>", "<unk>", *pieces, "<pad>"])}
     target = {p: i for i, p in enumerate(["</s>", "<unk>", *reversed(pieces), "<pad>"])}  # other ids, same specials
     (root / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")

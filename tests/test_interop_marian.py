@@ -5,16 +5,14 @@ greedy outputs, the CLI, the web API and the CTranslate2 export. (A hub name suc
 Helsinki-NLP/opus-mt-de-en goes through the same code after huggingface_hub downloads it: not testable
 here, there is no network.)"""
 
-import gzip
-import io
 import json
-import os
 import shutil
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
+from data_helpers import find_multi30k, marian_spm, multi30k_lines, spm_pieces
 
 from aiayn.checkpoint import load_checkpoint
 from aiayn.cli import main
@@ -25,16 +23,7 @@ transformers = pytest.importorskip("transformers")
 spm = pytest.importorskip("sentencepiece")
 
 
-def _find_multi30k() -> Path | None:
-    root = Path(__file__).resolve().parents[1]
-    for candidate in (os.environ.get("AIAYN_MULTI30K_DIR"), root.parent / "shared/data/multi30k",
-                      Path("/work/shared/data/multi30k")):
-        if candidate and (Path(candidate) / "val.de.gz").exists():
-            return Path(candidate)
-    return None
-
-
-MULTI30K = _find_multi30k()
+MULTI30K = find_multi30k()
 pytestmark = [pytest.mark.skipif(MULTI30K is None, reason="no local Multi30k copy (set AIAYN_MULTI30K_DIR)"),
               pytest.mark.filterwarnings("ignore::UserWarning")]  # "Recommended: pip install sacremoses"
 # Text SentencePiece never saw, language tags, and special tokens written out: ids must still agree.
@@ -43,23 +32,7 @@ ODD_TEXTS = ["日本語 😀 Ωμέγα ſ", ">>fr<< Ein Hund läuft.", ">>xx<< 
 
 
 def _lines(lang: str, split: str, n: int) -> list[str]:
-    with gzip.open(MULTI30K / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
-        return [next(f).rstrip("\n") for _ in range(n)]
-
-
-def _train_spm(lines: list[str], vocab_size: int) -> bytes:
-    """A unigram model as Marian's: </s> = 0, <unk> = 1, no <s> or <pad>; coverage < 1 leaves rare
-    characters out, so some text maps to <unk>."""
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, model_type="unigram",
-                                   vocab_size=vocab_size, character_coverage=0.98, eos_id=0, unk_id=1, bos_id=-1,
-                                   pad_id=-1, num_threads=1, minloglevel=2)
-    return model.getvalue()
-
-
-def _pieces(model: bytes) -> list[str]:
-    sp = spm.SentencePieceProcessor(model_proto=model)
-    return [sp.id_to_piece(i) for i in range(2, sp.get_piece_size())]
+    return multi30k_lines(MULTI30K, lang, split, n)
 
 
 @pytest.fixture(scope="module")
@@ -68,13 +41,13 @@ def spm_dir(tmp_path_factory):
     two language tags, <pad> last) and target_vocab.json (a larger table in another order, <pad> at the same
     id: transformers' decoder needs pad_token_id inside its vocabulary)."""
     root = tmp_path_factory.mktemp("spm")
-    src, tgt = _train_spm(_lines("de", "train", 400), 220), _train_spm(_lines("en", "train", 400), 200)
+    src, tgt = marian_spm(_lines("de", "train", 400), 220), marian_spm(_lines("en", "train", 400), 200)
     (root / "source.spm").write_bytes(src)
     (root / "target.spm").write_bytes(tgt)
-    joint = list(dict.fromkeys(_pieces(src) + _pieces(tgt)))[20:] + [">>fr<<", ">>de<<"]
+    joint = list(dict.fromkeys(spm_pieces(src) + spm_pieces(tgt)))[20:] + [">>fr<<", ">>de<<"]
     vocab = {p: i for i, p in enumerate(["</s>", "<unk>", *joint, "<pad>"])}
     (root / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
-    pad, pieces = len(vocab) - 1, list(dict.fromkeys(_pieces(tgt) + _pieces(src)))  # every piece, another order
+    pad, pieces = len(vocab) - 1, list(dict.fromkeys(spm_pieces(tgt) + spm_pieces(src)))  # every piece, another order
     target = ["</s>", "<unk>", *pieces[: pad - 2], "<pad>", *pieces[pad - 2:], ">>fr<<"]
     assert len(target) > len(vocab)
     (root / "target_vocab.json").write_text(json.dumps({p: i for i, p in enumerate(target)}), encoding="utf-8")
