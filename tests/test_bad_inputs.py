@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_helpers import assert_user_error, run_cli
 from safetensors.torch import load_file
 
 from aiayn.cli import main
@@ -29,19 +30,6 @@ def tree_digest(root: Path) -> dict:
         else:
             out[rel] = "dir"
     return out
-
-
-def run_cli(argv, capsys) -> tuple[int, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
-
-def assert_user_error(code, output, *needles):
-    assert code == 2, output
-    assert "Traceback" not in output
-    for needle in needles:
-        assert str(needle) in output, f"{needle!r} not in: {output}"
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-
-from aiayn.cli import main
+from cli_helpers import run_cli
 
 TRAIN = [("one", "eins"), ("two", "zwei"), ("three", "drei"), ("four", "vier")] * 15
 TRUNCATED_GZ = gzip.compress(b"".join(b"sentence %d\n" % i for i in range(3000)))[:2000]
@@ -27,12 +26,6 @@ def tree_digest(*roots: Path) -> dict:
         for path in sorted(Path(root).rglob("*")):
             out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
     return out
-
-
-def run_cli(argv, capsys) -> tuple[int, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
 
 
 @pytest.fixture

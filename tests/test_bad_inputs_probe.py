@@ -8,27 +8,14 @@ import shutil
 import sys
 
 import pytest
+from cli_helpers import assert_user_error, run_cli
 
-from aiayn.cli import main
 from aiayn.errors import AiaynError
 
 TINY = ["data.synthetic_train=200", "data.synthetic_valid=10", "data.vocab_size=64", "data.byte_fallback=false",
         "model.d_model=32",
         "model.d_ff=64", "train.max_tokens=512", "train.num_threads=1", "train.max_steps=2",
         "train.eval_every=2", "train.save_every=2", "train.average_last=1", "train.bleu_sentences=5"]
-
-
-def run_cli(argv, capsys) -> tuple[int, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
-
-def assert_user_error(code, output, *needles):
-    assert code == 2, output
-    assert "Traceback" not in output
-    for needle in needles:
-        assert str(needle) in output, f"{needle!r} not in: {output}"
 
 
 def stdin_bytes(monkeypatch, data: bytes, tty: bool = False):
