@@ -187,7 +187,7 @@ def _written_files(out: Path) -> set[str]:
     with contextlib.suppress(OSError, ValueError, AttributeError):
         return set(json.loads((out / EXPORT_MARKER).read_text(encoding="utf-8"))["files"]) | {EXPORT_MARKER}
     return {"model.safetensors", "config.yaml", "trainer_state.pt", "ema.safetensors", "info.json",
-            *TOKENIZER_FILES}
+            *TOKENIZER_FILES, "ct2"}  # ct2: the CTranslate2 engine's cache (aiayn.decoding.ct2_engine)
 
 
 # ---- save and load -----------------------------------------------------------------------------------

@@ -9,6 +9,11 @@ MODEL_HELP = "checkpoint directory, or a training output directory (then average
 DEVICE_HELP = "cpu, cuda or cuda:N (default: cpu)"
 BEAM_HELP = "beam size (default: the model's decode.beam, 4 in the paper)"
 ALPHA_HELP = "length penalty alpha, >= 0 (default: the model's decode.length_penalty, 0.6 in the paper)"
+ENGINE_HELP = ("native: aiayn's own beam search (attention maps); ct2: CTranslate2 on an export cached in "
+               "MODEL/ct2/ (made or refreshed when missing or stale; needs aiayn[export]); scores with the hf "
+               "length penalty |Y|^alpha (default: native)")
+COMPUTE_HELP = ("with --engine ct2: CTranslate2's compute type, e.g. float32, int8, int8_float32, float16 "
+                "(default: CTranslate2's default for the device)")
 LP_FORM_HELP = ("length penalty form: gnmt divides by ((5 + |Y|) / 6)^alpha, hf by |Y|^alpha as transformers "
                 "does (default: the model's decode.length_penalty_form: gnmt, hf for imported Marian models)")
 
@@ -19,6 +24,11 @@ def _port(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
     return int(text)
+
+
+def _add_engine(p) -> None:
+    p.add_argument("--engine", choices=["native", "ct2"], default="native", help=ENGINE_HELP)
+    p.add_argument("--compute-type", default=None, help=COMPUTE_HELP)
 
 
 def add_parsers(sub) -> None:
@@ -34,6 +44,7 @@ def add_parsers(sub) -> None:
                    "(default: stdout)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    _add_engine(p)
 
     p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU")
     p.add_argument("--model", required=True, help=MODEL_HELP)
@@ -52,6 +63,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--hyp-out", help="also write the translations to this file (atomically)")
     p.add_argument("--json", action="store_true", help="machine-readable output (default: a table)")
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    _add_engine(p)
 
     p = sub.add_parser("average", help="average the weights of several checkpoints")
     p.add_argument("checkpoints", nargs="+", help="checkpoint directories of one model")
@@ -84,6 +96,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads for decoding; 0 = torch's default, one "
                    "per core (default: 1, which leaves a core to the server: BENCHMARKS.md measured 2.5x the "
                    "requests per second on 2 cores)")
+    p.add_argument("--engine", choices=["native", "ct2"], default="native",
+                   help="native only: the page shows attention maps, which CTranslate2 does not give; ct2 is "
+                        "refused at start (default: native)")
 
 
 def check_output_file(path: str, inputs=(), model_dirs=()) -> None:
@@ -122,6 +137,12 @@ def _warn_truncated(results, where: str) -> None:
                   f"translated only its beginning", file=sys.stderr)
 
 
+def _load_translator(args, path: str):
+    from aiayn.decoding.translator import Translator
+
+    return Translator.from_pretrained(path, args.device, engine=args.engine, compute_type=args.compute_type)
+
+
 def _check_decode_args(translator, args, n_best: int, batch_size: int) -> None:
     from aiayn.decoding.translator import check_options
 
@@ -129,13 +150,18 @@ def _check_decode_args(translator, args, n_best: int, batch_size: int) -> None:
     alpha = getattr(args, "alpha", None)
     alpha = translator.decode_cfg.length_penalty if alpha is None else alpha
     check_options(beam, n_best, alpha, batch_size)
+    form = getattr(args, "length_penalty_form", None)
+    chosen = translator.length_penalty_form(form, alpha)  # ct2 with an explicit gnmt: refused here
+    if form is None and chosen != translator.decode_cfg.length_penalty_form and alpha != 0 and beam > 1:
+        print(f"note: --engine ct2 scores with CTranslate2's length penalty |Y|^alpha (the hf form), not the "
+              f"model's {translator.decode_cfg.length_penalty_form}; a few beam outputs may differ from "
+              f"--engine native", file=sys.stderr)
 
 
 def cmd_translate(args) -> int:
     from aiayn.data.corpus import iter_stream_lines, read_lines
-    from aiayn.decoding.translator import Translator
 
-    translator = Translator.from_pretrained(args.model, args.device)
+    translator = _load_translator(args, args.model)
     _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading any input
     options = dict(beam=args.beam, n_best=args.n_best, alpha=args.alpha, length_penalty_form=args.length_penalty_form)
     if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
@@ -183,12 +209,11 @@ def _test_set(args):
 def cmd_evaluate(args) -> int:
     import time
 
-    from aiayn.decoding.translator import Translator
     from aiayn.evaluation import as_dicts, check_bootstrap, compare_systems, evaluate_corpus
 
     check_bootstrap(args.bootstrap)  # before minutes of translation
     sources, refs = _test_set(args)
-    translator = Translator.from_pretrained(args.model, args.device)
+    translator = _load_translator(args, args.model)
     _check_decode_args(translator, args, n_best=1, batch_size=64)
     start = time.perf_counter()
     hyps = [r.text for r in translator.translate(sources, args.beam, 1, args.alpha,
@@ -199,9 +224,11 @@ def cmd_evaluate(args) -> int:
                      model_dirs=[args.model, args.compare, translator.model_dir])
     scores = evaluate_corpus(hyps, refs, args.bootstrap)
     report = {"model": str(translator.model_dir), "sentences": len(sources), "seconds": round(seconds, 1),
-              "scores": as_dicts(scores)}
+              "engine": translator.engine, "scores": as_dicts(scores)}
+    if args.compute_type:
+        report["compute_type"] = args.compute_type
     if args.compare:
-        other = Translator.from_pretrained(args.compare, args.device)
+        other = _load_translator(args, args.compare)
         other_hyps = [r.text for r in other.translate(sources, args.beam, 1, args.alpha,
                                                       length_penalty_form=args.length_penalty_form)]
         report["compare"] = {"baseline": str(other.model_dir), **compare_systems(other_hyps, hyps, refs)}
@@ -257,6 +284,9 @@ def cmd_export(args) -> int:
 def cmd_serve(args) -> int:
     from aiayn.errors import AiaynError
 
+    if args.engine != "native":  # before loading anything
+        raise AiaynError("serve --engine ct2: the page and /api/translate show attention maps, which only the "
+                         "native engine gives; serve with --engine native (the default)")
     try:
         import uvicorn
 

@@ -84,18 +84,11 @@ def build_spec(model, cfg, source_vocabulary: list[str], target_vocabulary: list
     return spec
 
 
-def to_ctranslate2(model_dir: str | Path, out_dir: str | Path, force: bool = False) -> Path:
-    """Convert an aiayn checkpoint directory into a CTranslate2 model directory. `out_dir` must be new,
-    empty, or (with force) an earlier export: nothing else is ever replaced."""
-    try:
-        import ctranslate2
-    except ImportError as err:
-        raise AiaynError("export needs CTranslate2: pip install 'aiayn[export]'") from err
-    from aiayn.checkpoint import EXPORT_MARKER, atomic_dir, check_output_dir, load_checkpoint, resolve_model_dir
+def write_ctranslate2(model, cfg, tokenizer, out_dir: str | Path) -> None:
+    """Write the CTranslate2 model files into the existing (empty) directory `out_dir` (no marker: the
+    callers write theirs, then rename the directory into place)."""
+    import ctranslate2
 
-    source = resolve_model_dir(model_dir)
-    check_output_dir(out_dir, "export", force, inputs=[model_dir, source])
-    model, cfg, tokenizer = load_checkpoint(source)
     source_vocabulary = tokenizer.source_id_to_piece(list(range(tokenizer.src_vocab_size)))
     target_vocabulary = tokenizer.id_to_piece(list(range(tokenizer.tgt_vocab_size)))
     start_token = tokenizer.id_to_piece([tokenizer.bos_id])[0]
@@ -104,8 +97,23 @@ def to_ctranslate2(model_dir: str | Path, out_dir: str | Path, force: bool = Fal
         def _load(self):
             return build_spec(model, cfg, source_vocabulary, target_vocabulary, start_token)
 
+    _Converter().convert(str(out_dir), force=True)  # force: CTranslate2 refuses an existing (empty) dir
+
+
+def to_ctranslate2(model_dir: str | Path, out_dir: str | Path, force: bool = False) -> Path:
+    """Convert an aiayn checkpoint directory into a CTranslate2 model directory. `out_dir` must be new,
+    empty, or (with force) an earlier export: nothing else is ever replaced."""
+    try:
+        import ctranslate2  # noqa: F401 (here: the error before any work)
+    except ImportError as err:
+        raise AiaynError("export needs CTranslate2: pip install 'aiayn[export]'") from err
+    from aiayn.checkpoint import EXPORT_MARKER, atomic_dir, check_output_dir, load_checkpoint, resolve_model_dir
+
+    source = resolve_model_dir(model_dir)
+    check_output_dir(out_dir, "export", force, inputs=[model_dir, source])
+    model, cfg, tokenizer = load_checkpoint(source)
     with atomic_dir(out_dir) as tmp:
-        _Converter().convert(str(tmp), force=True)  # force: CTranslate2 refuses the (empty) temporary dir
+        write_ctranslate2(model, cfg, tokenizer, tmp)
         marker = {"output": "export", "model": str(source.resolve()), "files": sorted(p.name for p in tmp.iterdir())}
         (tmp / EXPORT_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
     return Path(out_dir)

@@ -1,4 +1,6 @@
-"""The Translator: one object behind the Python API, the CLI and the web server."""
+"""The Translator: one object behind the Python API, the CLI and the web server. Two engines behind it,
+with the same options and results: native (aiayn's own beam search, attention maps on request) and ct2
+(CTranslate2 on an export cached in the model directory: aiayn.decoding.ct2_engine)."""
 
 import logging
 import time
@@ -8,6 +10,7 @@ from pathlib import Path
 import torch
 
 from aiayn.decoding.beam import LP_FORMS, beam_search
+from aiayn.decoding.greedy import max_lengths
 from aiayn.decoding.translate_batch import encode_sources, length_sorted_batches, max_positions, pad_batch
 from aiayn.errors import AiaynError
 
@@ -58,21 +61,65 @@ def check_sentences(sentences) -> None:
                              f"re-encode the input as UTF-8, e.g. iconv -t UTF-8") from None
 
 
+ENGINES = ("native", "ct2")
+
+
 class Translator:
-    def __init__(self, model, tokenizer, decode_cfg, device="cpu", model_dir: Path | None = None):
+    def __init__(self, model, tokenizer, decode_cfg, device="cpu", model_dir: Path | None = None, *,
+                 ct2=None):
+        """ct2: a loaded aiayn.decoding.ct2_engine.CT2Engine to decode with (None: the native engine).
+        The model is kept either way: its size limits, its arch, inspection (aiayn attention, /api/step)."""
         self.model, self.tokenizer, self.decode_cfg = model.eval(), tokenizer, decode_cfg
         self.device = torch.device(device)
         self.model_dir = model_dir
+        self.ct2 = ct2
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, device: str = "cpu", use_ema: bool = False) -> "Translator":
+    def from_pretrained(cls, path: str | Path, device: str = "cpu", use_ema: bool = False, *,
+                        engine: str = "native", compute_type: str | None = None) -> "Translator":
+        """engine: "native" or "ct2"; compute_type (ct2 only): a CTranslate2 compute type, e.g. float32,
+        int8 (default: CTranslate2's default for the device, the export's float32 on CPU)."""
         from aiayn.checkpoint import load_checkpoint, resolve_model_dir
         from aiayn.device import resolve_device
 
+        if engine not in ENGINES:
+            raise AiaynError(f"--engine {engine!r}: give one of {', '.join(ENGINES)}")
+        if compute_type is not None and engine != "ct2":
+            raise AiaynError(f"--compute-type {compute_type} applies to --engine ct2 only (the native engine "
+                             f"decodes in the model's own precision)")
         device = resolve_device(device)
         model_dir = resolve_model_dir(path)
         model, cfg, tokenizer = load_checkpoint(model_dir, device, use_ema)
-        return cls(model, tokenizer, cfg.decode, device, model_dir)
+        ct2 = None
+        if engine == "ct2":
+            from aiayn.decoding.ct2_engine import load_engine
+
+            if cfg.model.arch != "transformer":
+                raise AiaynError("--engine ct2 runs Transformer models (CTranslate2 has no RNN seq2seq); "
+                                 "use --engine native")
+            ct2 = load_engine(model_dir, lambda: (model.cpu(), cfg, tokenizer), tokenizer, device, compute_type,
+                              use_ema)
+            model.to(device)
+        return cls(model, tokenizer, cfg.decode, device, model_dir, ct2=ct2)
+
+    @property
+    def engine(self) -> str:
+        return "native" if self.ct2 is None else "ct2"
+
+    def length_penalty_form(self, form: str | None = None, alpha: float | None = None) -> str:
+        """The length penalty's form for a request (None: the model's decode.length_penalty_form).
+        CTranslate2 has only |Y|^alpha, aiayn's "hf" form: with the ct2 engine the model's default becomes
+        hf, and an explicit gnmt is refused (unless alpha is 0, where both forms are 1)."""
+        alpha = self.decode_cfg.length_penalty if alpha is None else alpha
+        chosen = self.decode_cfg.length_penalty_form if form is None else form
+        if chosen not in LP_FORMS:
+            raise AiaynError(f"length_penalty_form must be one of {', '.join(LP_FORMS)}, got {chosen!r}")
+        if self.ct2 is None or chosen == "hf":
+            return chosen
+        if form is not None and alpha != 0:
+            raise AiaynError("--length-penalty-form gnmt ((5 + |Y|) / 6)^alpha: CTranslate2 has only |Y|^alpha; "
+                             "use --length-penalty-form hf (the default with --engine ct2), or --engine native")
+        return "hf"
 
     @property
     def arch(self) -> str:
@@ -84,13 +131,16 @@ class Translator:
                   time_limit: float | None = None, length_penalty_form: str | None = None) -> list[Translation]:
         """Beam-search translations, in input order. max_output_len caps every output's length (tokens);
         time_limit (seconds) bounds the whole call: past it, BudgetExceeded. length_penalty_form: "gnmt"
-        or "hf" (default: the model's decode.length_penalty_form; see aiayn.decoding.beam)."""
+        or "hf" (default: the model's decode.length_penalty_form; see aiayn.decoding.beam). With the ct2
+        engine: the form is hf (see length_penalty_form), attention is refused, and time_limit is checked
+        between CTranslate2 calls (one per distinct length limit), not inside one."""
         beam = self.decode_cfg.beam if beam is None else beam
         alpha = self.decode_cfg.length_penalty if alpha is None else alpha
-        form = self.decode_cfg.length_penalty_form if length_penalty_form is None else length_penalty_form
-        if form not in LP_FORMS:
-            raise AiaynError(f"length_penalty_form must be one of {', '.join(LP_FORMS)}, got {form!r}")
         check_options(beam, n_best, alpha, batch_size)
+        form = self.length_penalty_form(length_penalty_form, alpha)
+        if return_attention and self.ct2 is not None:
+            raise AiaynError("attention maps need the native engine (--engine native): CTranslate2 returns at "
+                             "most one averaged cross-attention matrix, not aiayn's maps of every layer and head")
         check_sentences(sentences)
         if max_output_len is not None:
             _check_int("max_output_len", max_output_len, 1)
@@ -105,6 +155,10 @@ class Translator:
         sources = encode_sources(tok, [sentences[i] for i in filled])
         truncated = [len(s) > limit for s in sources]
         sources = [s[: limit - 1] + [tok.eos_id] if cut else s for s, cut in zip(sources, truncated)]
+        if self.ct2 is not None:
+            self._translate_ct2(results, filled, sources, truncated, beam, n_best, alpha, batch_size,
+                                max_output_len, deadline)
+            return results
         for indices in length_sorted_batches([len(s) for s in sources], batch_size):
             src = pad_batch([sources[i] for i in indices], tok.pad_id, self.device)
             with torch.inference_mode():
@@ -115,6 +169,19 @@ class Translator:
                 results[filled[i]] = self._result(nbest[row], sources[i], src[row], return_attention)
                 results[filled[i]].truncated = truncated[i]
         return results
+
+    def _translate_ct2(self, results, filled, sources, truncated, beam, n_best, alpha, batch_size,
+                       max_output_len, deadline) -> None:
+        tok, cfg = self.tokenizer, self.decode_cfg
+        limits = max_lengths(pad_batch(sources, tok.pad_id, "cpu"), tok.pad_id, cfg.max_len_a, cfg.max_len_b,
+                             max_output_len).tolist() if sources else []  # the native engine's a * |x| + b
+        nbest = self.ct2.translate(sources, limits, beam, n_best, alpha, batch_size, deadline)
+        for i, hyps in enumerate(nbest):
+            ids, score = hyps[0]
+            results[filled[i]] = Translation(
+                text=tok.decode(ids), score=score, tokens=tok.id_to_piece(ids),
+                src_tokens=tok.source_id_to_piece(sources[i]), n_best=[(tok.decode(h), s) for h, s in hyps],
+                truncated=truncated[i])
 
     @property
     def max_positions(self) -> int:

@@ -181,6 +181,9 @@ async def _answer(admission: Admission, limits: Limits, job) -> Response:
 
 
 def create_app(translator, limits: Limits = Limits()) -> FastAPI:
+    if getattr(translator, "engine", "native") != "native":  # the page is built on the maps
+        raise AiaynError("the web app shows attention maps, which only the native engine gives: serve a "
+                         "Translator made with engine='native' (aiayn serve --engine native)")
     admission = Admission(limits.running, limits.waiting)
     health_info = {"status": "ok", "arch": translator.arch, "model": Path(translator.model_dir or "").name}
 

@@ -1,0 +1,211 @@
+"""CTranslate2 as a decoding engine behind the Translator (optional extra `aiayn[export]`).
+
+The model is exported (aiayn.export.build_spec: same weights, sinusoids and vocabularies) once into a
+cache inside the model directory, MODEL/ct2/fp32 (MODEL/ct2/fp32-ema for EMA weights), and exported
+again when it is stale: its marker records size, mtime and SHA-256 of every file the export was made
+from (weights, config.yaml, tokenizer files) and the CTranslate2 version. The cache is always float32;
+CTranslate2 converts the weights to the requested compute type (int8, ...) when it loads them.
+
+What makes the results equal to the native engine's (tests/test_ct2_engine.py):
+- the source side is aiayn's source pieces with the final </s>; <pad> and <s> are never output
+  (suppress_sequences), no minimum length, no input truncation by CTranslate2 (the Translator cuts);
+- the length limit a * |x| + b is per sentence in aiayn but per call in CTranslate2, so sentences are
+  decoded in groups of equal limit (one call per group; sorted by length, the groups are large);
+- CTranslate2's length penalty is |Y|^alpha, aiayn's "hf" form; the GNMT form cannot be expressed and
+  is refused (see Translator.length_penalty_form).
+What differs: CTranslate2 renormalizes the softmax over the tokens it may output, aiayn does not (it
+sets <pad> and <s> to -inf after the softmax, as transformers does), so CTranslate2's scores are higher
+by the probability mass of those two tokens: nothing for a trained model, a few percent for an
+untrained one; and its beam search stops when the best candidate of a step has ended and
+enough hypotheses are finished (patience 1), where aiayn's continues while a live hypothesis can
+still win, so a few beam outputs may differ. Greedy (beam 1) outputs are equal."""
+
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+
+from aiayn.errors import AiaynError, BudgetExceeded
+
+log = logging.getLogger(__name__)
+COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
+                 "float16", "bfloat16")
+CACHE_DIR = "ct2"
+CACHE_KIND = "ct2-cache"  # the "output" of the cache's marker (checkpoint.EXPORT_MARKER)
+CACHE_FORMAT = 1  # bump when the export changes: older caches are then stale
+
+
+def import_ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError as err:
+        raise AiaynError("--engine ct2 needs CTranslate2: pip install 'aiayn[export]' (or use --engine native)") \
+            from err
+    return ctranslate2
+
+
+def check_compute_type(compute_type: str) -> None:
+    if compute_type not in COMPUTE_TYPES:
+        raise AiaynError(f"--compute-type {compute_type!r} is not a CTranslate2 compute type; give one of "
+                         f"{', '.join(COMPUTE_TYPES)}")
+
+
+# ---- the cache inside the model directory -------------------------------------------------------------
+def _sources(model_dir: Path, use_ema: bool) -> list[Path]:
+    """The files an export is made from: what changes the weights, the architecture or the vocabularies."""
+    from aiayn.data.tokenizer import TOKENIZER_FILES
+
+    weights = model_dir / ("ema.safetensors" if use_ema else "model.safetensors")
+    names = [weights.name, "config.yaml", *TOKENIZER_FILES]
+    return [model_dir / n for n in names if (model_dir / n).is_file()]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stat(path: Path) -> dict:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _fingerprints(files: list[Path], known: dict) -> dict:
+    """name -> size, mtime_ns, sha256; the hash is taken from `known` when size and mtime are unchanged."""
+    out = {}
+    for path in files:
+        stat, old = _stat(path), known.get(path.name, {})
+        same = old.get("size") == stat["size"] and old.get("mtime_ns") == stat["mtime_ns"] and "sha256" in old
+        out[path.name] = {**stat, "sha256": old["sha256"] if same else _sha256(path)}
+    return out
+
+
+def _read_marker(cache: Path) -> dict:
+    from aiayn.checkpoint import EXPORT_MARKER
+
+    with contextlib.suppress(OSError, ValueError):
+        marker = json.loads((cache / EXPORT_MARKER).read_text(encoding="utf-8"))
+        if isinstance(marker, dict) and marker.get("output") == CACHE_KIND:
+            return marker
+    return {}
+
+
+def cache_dir(model_dir: Path, use_ema: bool) -> Path:
+    ema = use_ema and (Path(model_dir) / "ema.safetensors").is_file()  # load_checkpoint's rule
+    return Path(model_dir) / CACHE_DIR / ("fp32-ema" if ema else "fp32")
+
+
+def ensure_cache(model_dir: str | Path, load_model, use_ema: bool = False) -> Path:
+    """The CTranslate2 export of the checkpoint in `model_dir`, made (atomically) when missing or stale.
+    load_model() -> (model, cfg, tokenizer) is called only then."""
+    ctranslate2 = import_ctranslate2()
+    model_dir = Path(model_dir)
+    cache = cache_dir(model_dir, use_ema)
+    files = _sources(model_dir, use_ema and cache.name.endswith("ema"))
+    marker = _read_marker(cache)
+    now = _fingerprints(files, marker.get("sources", {}))
+    fresh = (marker.get("format") == CACHE_FORMAT and marker.get("ctranslate2") == ctranslate2.__version__
+             and marker.get("sources") == now)
+    if fresh:
+        return cache
+    same_content = {k: v["sha256"] for k, v in marker.get("sources", {}).items()} == \
+        {k: v["sha256"] for k, v in now.items()}
+    if marker and same_content and marker.get("format") == CACHE_FORMAT \
+            and marker.get("ctranslate2") == ctranslate2.__version__:
+        _write_marker(cache, {**marker, "sources": now})  # touched or copied, same bytes: still fresh
+        return cache
+    log.info("exporting %s to CTranslate2 into %s (%s)", model_dir, cache, "stale" if marker else "missing")
+    _export(cache, load_model, now, ctranslate2)
+    return cache
+
+
+def _write_marker(cache: Path, marker: dict) -> None:
+    from aiayn.checkpoint import EXPORT_MARKER, write_text_atomic
+
+    with contextlib.suppress(OSError):  # a read-only model directory: the hashes are taken again next time
+        write_text_atomic(cache / EXPORT_MARKER, json.dumps(marker) + "\n")
+
+
+def _export(cache: Path, load_model, sources: dict, ctranslate2) -> None:
+    from aiayn.checkpoint import EXPORT_MARKER, atomic_dir, check_output_dir
+    from aiayn.errors import OutputError
+    from aiayn.export import write_ctranslate2
+
+    try:  # replaces only an earlier cache that holds nothing but its own files
+        check_output_dir(cache, CACHE_KIND, force=True)
+    except OutputError as err:
+        raise OutputError(f"the CTranslate2 cache {cache} cannot be (re)written: {err}") from None
+    model, cfg, tokenizer = load_model()
+    try:
+        with atomic_dir(cache) as tmp:
+            write_ctranslate2(model, cfg, tokenizer, tmp)
+            marker = {"output": CACHE_KIND, "format": CACHE_FORMAT, "ctranslate2": ctranslate2.__version__,
+                      "files": sorted(p.name for p in tmp.iterdir()), "sources": sources}
+            (tmp / EXPORT_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+    except PermissionError as err:
+        raise AiaynError(f"cannot write the CTranslate2 cache in {cache.parent} ({err.strerror}); make the model "
+                         f"directory writable, or use --engine native") from None
+
+
+# ---- decoding ---------------------------------------------------------------------------------------------
+def _device(device) -> tuple[str, int]:
+    kind, index = str(device).partition(":")[::2]
+    return kind, int(index or 0)
+
+
+class CT2Engine:
+    """A loaded CTranslate2 model and the pieces it needs from aiayn's tokenizer."""
+
+    name = "ct2"
+
+    def __init__(self, path: Path, tokenizer, device="cpu", compute_type: str = "default", *,
+                 intra_threads: int = 1, inter_threads: int = 1):
+        """Threads: 1 intra-op thread (BENCHMARKS.md: 2 spin-wait on a 2-vCPU machine), 1 batch at a time."""
+        ctranslate2 = import_ctranslate2()
+        check_compute_type(compute_type)
+        kind, index = _device(device)
+        try:
+            self.model = ctranslate2.Translator(str(path), device=kind, device_index=index, compute_type=compute_type,
+                                                intra_threads=intra_threads, inter_threads=inter_threads)
+        except ValueError as err:  # a compute type this device cannot run
+            supported = sorted(ctranslate2.get_supported_compute_types(kind))
+            raise AiaynError(f"--compute-type {compute_type}: CTranslate2 cannot run it on {kind} ({err}); "
+                             f"this device supports {', '.join(supported)}") from None
+        self.compute_type = compute_type
+        self.tokenizer = tokenizer
+        self.piece_ids = {p: i for i, p in enumerate(tokenizer.id_to_piece(list(range(tokenizer.tgt_vocab_size))))}
+        self.suppress = [[p] for p in dict.fromkeys(tokenizer.id_to_piece([tokenizer.pad_id, tokenizer.bos_id]))]
+
+    def translate(self, sources: list[list[int]], limits: list[int], beam: int, n_best: int, alpha: float,
+                  batch_size: int, deadline: float | None = None) -> list[list[tuple[list[int], float]]]:
+        """Source ids (with </s>) and each one's output length limit -> per sentence its n_best
+        (target ids without </s>, score), best first. One CTranslate2 call per distinct limit."""
+        groups: dict[int, list[int]] = {}
+        for i in sorted(range(len(sources)), key=lambda i: len(sources[i])):
+            groups.setdefault(limits[i], []).append(i)
+        out: list = [None] * len(sources)
+        for limit, indices in groups.items():
+            if deadline is not None and time.monotonic() > deadline:
+                raise BudgetExceeded("decoding stopped: over its time budget")
+            batch = [self.tokenizer.source_id_to_piece(sources[i]) for i in indices]
+            results = self.model.translate_batch(
+                batch, max_batch_size=batch_size, beam_size=beam, num_hypotheses=n_best, length_penalty=alpha,
+                max_decoding_length=limit, min_decoding_length=0, max_input_length=0, return_scores=True,
+                suppress_sequences=self.suppress)
+            for i, result in zip(indices, results):
+                out[i] = [([self.piece_ids[p] for p in hyp], score)
+                          for hyp, score in zip(result.hypotheses, result.scores)]
+        return out
+
+
+def load_engine(model_dir: Path, load_model, tokenizer, device="cpu", compute_type: str | None = None,
+                use_ema: bool = False) -> CT2Engine:
+    compute_type = compute_type or "default"
+    check_compute_type(compute_type)  # before any export
+    return CT2Engine(ensure_cache(model_dir, load_model, use_ema), tokenizer, device, compute_type)
+

@@ -1,0 +1,153 @@
+"""The CTranslate2 engine behind the Translator: same results as the native engine, a cache that follows
+the weights, clear refusals for what it cannot do."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from aiayn.checkpoint import EXPORT_MARKER, load_checkpoint, save_checkpoint
+from aiayn.cli import main
+from aiayn.decoding.translator import Translator
+from aiayn.errors import AiaynError
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+
+SENTENCES = ["forty five thousand six hundred twenty one", "nine", "three hundred thousand two", "",
+             "seven hundred ninety six thousand", "fifty six", "thirty"]
+
+
+@pytest.fixture
+def model_dir(transformer_dir, tmp_path):
+    """A copy: the engine writes its cache into the model directory, and some tests change the weights."""
+    return shutil.copytree(transformer_dir, tmp_path / "model")
+
+
+@pytest.fixture
+def short(model_dir):
+    """Output limit |x| + 4: the untrained model runs to it, and the tests stay fast."""
+    text = (model_dir / "config.yaml").read_text(encoding="utf-8").replace("max_len_b: 50", "max_len_b: 4")
+    (model_dir / "config.yaml").write_text(text, encoding="utf-8")
+    return model_dir
+
+
+def _same(native, ct2, score_tolerance):
+    for a, b in zip(native, ct2, strict=True):
+        assert (b.text, b.tokens, b.src_tokens) == (a.text, a.tokens, a.src_tokens)
+        assert [t for t, _ in b.n_best] == [t for t, _ in a.n_best]
+        # CTranslate2 renormalizes the softmax without <pad> and <s>; aiayn does not: its scores are a
+        # little higher (by that probability mass, which a trained model makes negligible)
+        for (_, sa), (_, sb) in zip(a.n_best, b.n_best):
+            assert sa - 1e-4 <= sb <= sa + score_tolerance * abs(sa) + 1e-4
+
+
+def test_fp32_greedy_equals_native_greedy(short):
+    native = Translator.from_pretrained(short)
+    ct2 = Translator.from_pretrained(short, engine="ct2", compute_type="float32")
+    assert ct2.engine == "ct2" and (short / "ct2" / "fp32" / "model.bin").is_file()
+    # scores: CTranslate2 normalizes by |Y|^alpha, aiayn's hf form (the model's default form is gnmt)
+    a = native.translate(SENTENCES, beam=1, length_penalty_form="hf")
+    b = ct2.translate(SENTENCES, beam=1, batch_size=3)
+    assert any(len(r.tokens) > 3 for r in a)  # real outputs, not only blanks
+    _same(a, b, score_tolerance=0.1)
+    assert b[3].text == "" and b[3].n_best == [("", 0.0)]  # a blank line stays blank
+
+
+def test_beam_hf_equals_native_beam_hf(short):
+    native = Translator.from_pretrained(short)
+    ct2 = Translator.from_pretrained(short, engine="ct2", compute_type="float32")
+    options = dict(beam=4, n_best=3, alpha=0.6, length_penalty_form="hf")
+    _same(native.translate(SENTENCES, **options), ct2.translate(SENTENCES, **options), score_tolerance=0.1)
+
+
+def test_max_output_len_caps_like_native(short):
+    native = Translator.from_pretrained(short)
+    ct2 = Translator.from_pretrained(short, engine="ct2")
+    a = native.translate(SENTENCES, beam=1, max_output_len=3, length_penalty_form="hf")
+    b = ct2.translate(SENTENCES, beam=1, max_output_len=3)
+    assert max(len(r.tokens) for r in b) <= 3
+    _same(a, b, score_tolerance=0.1)
+
+
+def test_cli_translate_with_ct2_prints_native_greedy(short, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    outputs = {}
+    for engine in ("native", "ct2"):
+        out = tmp_path / f"{engine}.txt"
+        assert main(["translate", "--model", str(short), "--input", str(tmp_path / "in.txt"), "--output", str(out),
+                     "--beam", "1", "--engine", engine]) == 0
+        outputs[engine] = out.read_text(encoding="utf-8")
+    assert outputs["ct2"] == outputs["native"]
+    assert len(outputs["ct2"].splitlines()) == len(SENTENCES)
+
+
+def test_stale_cache_is_exported_again(short):
+    first = Translator.from_pretrained(short, engine="ct2").translate(SENTENCES, beam=1)
+    marker = json.loads((short / "ct2" / "fp32" / EXPORT_MARKER).read_text(encoding="utf-8"))
+    model, cfg, tokenizer = load_checkpoint(short)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    save_checkpoint(short, model, cfg, tokenizer)  # new weights, same directory
+    again = Translator.from_pretrained(short, engine="ct2").translate(SENTENCES, beam=1)
+    new_marker = json.loads((short / "ct2" / "fp32" / EXPORT_MARKER).read_text(encoding="utf-8"))
+    assert new_marker["sources"]["model.safetensors"]["sha256"] != marker["sources"]["model.safetensors"]["sha256"]
+    assert [r.text for r in again] != [r.text for r in first]
+    _same(Translator.from_pretrained(short).translate(SENTENCES, beam=1, length_penalty_form="hf"), again,
+          score_tolerance=0.1)
+
+
+def test_fresh_cache_is_not_exported_again(short, monkeypatch):
+    Translator.from_pretrained(short, engine="ct2")
+    model_bin = short / "ct2" / "fp32" / "model.bin"
+    before = model_bin.stat().st_mtime_ns
+    (short / "model.safetensors").touch()  # same bytes, new mtime: still fresh (the hash decides)
+    Translator.from_pretrained(short, engine="ct2", compute_type="int8")
+    assert model_bin.stat().st_mtime_ns == before
+
+
+def test_foreign_files_in_the_cache_are_never_replaced(short):
+    (short / "ct2" / "fp32").mkdir(parents=True)
+    (short / "ct2" / "fp32" / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(AiaynError, match="CTranslate2 cache"):
+        Translator.from_pretrained(short, engine="ct2")
+    assert (short / "ct2" / "fp32" / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_attention_with_ct2_is_a_clear_error(short):
+    ct2 = Translator.from_pretrained(short, engine="ct2")
+    with pytest.raises(AiaynError, match="attention maps need the native engine"):
+        ct2.translate(["nine"], return_attention=True)
+
+
+def test_gnmt_length_penalty_with_ct2_is_refused(short, tmp_path, capsys):
+    ct2 = Translator.from_pretrained(short, engine="ct2")
+    with pytest.raises(AiaynError, match="hf"):
+        ct2.translate(["nine"], length_penalty_form="gnmt")
+    assert ct2.length_penalty_form(None) == "hf"  # the model's default (gnmt) becomes CTranslate2's form
+    assert ct2.length_penalty_form("gnmt", alpha=0.0) == "hf"  # alpha 0: both forms are 1
+    (tmp_path / "in.txt").write_text("nine\n", encoding="utf-8")
+    code = main(["translate", "--model", str(short), "--input", str(tmp_path / "in.txt"), "--engine", "ct2",
+                 "--length-penalty-form", "gnmt"])
+    assert code == 2 and "--length-penalty-form hf" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, option", [(["--engine", "ct2", "--compute-type", "int3"], "--compute-type"),
+                                          (["--compute-type", "int8"], "--compute-type")])
+def test_bad_compute_type_is_a_clear_error(short, tmp_path, capsys, args, option):
+    (tmp_path / "in.txt").write_text("nine\n", encoding="utf-8")
+    assert main(["translate", "--model", str(short), "--input", str(tmp_path / "in.txt"), *args]) == 2
+    err = capsys.readouterr().err
+    assert option in err and "Traceback" not in err
+    assert not (short / "ct2").exists()  # refused before any export
+
+
+def test_serve_with_ct2_is_refused_at_start(short, capsys):
+    assert main(["serve", "--model", str(short), "--engine", "ct2"]) == 2
+    assert "native" in capsys.readouterr().err
+
+
+def test_rnn_with_ct2_is_refused(rnn_dir):
+    with pytest.raises(AiaynError, match="Transformer"):
+        Translator.from_pretrained(rnn_dir, engine="ct2")
