@@ -255,6 +255,8 @@ def test_web_api_on_imported_model(imported):
     step = client.post("/api/step", json={**ids, "kind": "cross", "layer": 1, "head": 0, "query": 0}).json()
     cross = torch.tensor(body["maps"]["cross"])
     assert (torch.tensor(step["weights"]) - cross[1, 0, 0]).abs().max() < 1e-3
+    info = client.get("/api/info").json()  # the model panel names the import, not a default data section
+    assert info["dataset"].startswith("(imported from ") and "synthetic" not in json.dumps(info)
 
 
 def _edited_copy(src: Path, dst: Path, **changes) -> Path:

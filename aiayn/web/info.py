@@ -24,6 +24,9 @@ def _data_section(translator) -> dict:
     """dataset and languages from the checkpoint's config.yaml ({} when it has none, e.g. an imported model)."""
     if translator.model_dir is None:
         return {}
+    imported = _imported_from(translator.model_dir)
+    if imported:  # its config's data section is aiayn's default, not what the model was trained on
+        return {"dataset": f"(imported from {imported})"}
     try:
         from aiayn.checkpoint import load_config_file
 
@@ -32,6 +35,17 @@ def _data_section(translator) -> dict:
         log.warning("no data section for the page's model panel", exc_info=True)
         return {}
     return {"dataset": data.dataset, "src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
+
+
+def _imported_from(model_dir) -> str:
+    """The source an `aiayn import-hf` directory came from (its info.json), else ""."""
+    import json
+
+    try:
+        info = json.loads((model_dir / "info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    return str(info.get("source", "")) if isinstance(info, dict) and info.get("output") == "import" else ""
 
 
 def _sizes(model) -> dict:
