@@ -1,78 +1,172 @@
-"""Decoding speed of a trained model on a test set: sentences/s and target tokens/s, beam search with
-the KV cache, at several batch sizes; with --ct2, CTranslate2 on the same weights (aiayn export) as the
-peer, same beam size, batch sizes and threads. (CTranslate2 normalizes scores by length^alpha, not
-GNMT's ((5+|Y|)/6)^alpha, so the two may pick different hypotheses for a few sentences.)
+"""Decoding speed, aiayn's native beam search vs CTranslate2 on the same weights, each engine at its own
+best settings: every (engine, thread layout, batch size) runs in a process of its own (CTranslate2 is
+slower in a process that has loaded torch), several times; the table gives the median and the spread
+(min-max) of sentences/s and target tokens/s, and the ratio of aiayn's best layout to CTranslate2's best.
+
+Layouts: aiayn with 1 and 2 torch threads, and 2 worker processes of 1 thread each translating half of
+the sentences at the same time; CTranslate2 with intra_threads 1 and 2, and inter_threads 2 x intra 1
+(two batches at a time). Same beam, same length limit a * |src| + b, <pad> and <s> never output. Scores:
+aiayn uses GNMT's length penalty, CTranslate2 length^alpha, so a few sentences may differ.
 
     python bench/decode_speed.py --model runs/multi30k_de_en --pair de-en --data-dir ../shared/data/multi30k \
-        [--split test_2016_flickr] [--beam 4] [--batch-sizes 1 64] [--limit N] [--threads 2]
+        [--split test_2016_flickr] [--limit 400] [--beam 4] [--batch-sizes 64 1] [--repeats 3] [--no-ct2]
 """
 
 import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
-import torch
+LAYOUTS = {  # name -> (engine, settings)
+    "aiayn 1 thread": ("aiayn", {"threads": 1, "procs": 1}),
+    "aiayn 2 threads": ("aiayn", {"threads": 2, "procs": 1}),
+    "aiayn 2 procs x 1 thread": ("aiayn", {"threads": 1, "procs": 2}),
+    "ct2 intra 1": ("ct2", {"intra": 1, "inter": 1, "procs": 1}),
+    "ct2 intra 2": ("ct2", {"intra": 2, "inter": 1, "procs": 1}),
+    "ct2 inter 2 x intra 1": ("ct2", {"intra": 1, "inter": 2, "procs": 1}),
+}
 
-from aiayn.data import multi30k
-from aiayn.data.corpus import read_parallel
-from aiayn.decoding.translator import Translator
+
+# ---- workers: one engine, one layout, in a process of their own ------------------------------------
+def load_sources(args) -> list[str]:
+    from aiayn.data import multi30k
+    from aiayn.data.corpus import read_parallel
+
+    src_lang, _, tgt_lang = args.pair.partition("-")
+    pairs = read_parallel(*multi30k.pair_paths(args.split, src_lang, tgt_lang, args.data_dir))
+    return [s for s, _ in pairs][: args.limit or None]
 
 
-def main():
-    p = argparse.ArgumentParser()
+def shard(sources: list[str], args) -> list[str]:
+    return sources[args.shard::args.shards]
+
+
+def aiayn_worker(args) -> dict:
+    import torch
+
+    from aiayn.decoding.translator import Translator
+
+    torch.set_num_threads(args.threads)
+    sources = shard(load_sources(args), args)
+    translator = Translator.from_pretrained(args.model)
+    translator.translate(sources[:8], beam=args.beam)  # warm-up
+    start = time.perf_counter()
+    results = translator.translate(sources, beam=args.beam, batch_size=args.batch_size)
+    return {"start": start, "seconds": time.perf_counter() - start, "sentences": len(sources),
+            "tokens": sum(len(r.tokens) + 1 for r in results)}  # + </s>
+
+
+def ct2_worker(args) -> dict:
+    """Reads the exported model and pieces the parent prepared (no torch in this process)."""
+    import ctranslate2
+
+    job = json.loads(open(args.ct2_job, encoding="utf-8").read())
+    pieces = shard(job["pieces"], args)
+    translator = ctranslate2.Translator(job["model"], device="cpu", intra_threads=args.intra,
+                                        inter_threads=args.inter)
+    options = dict(beam_size=args.beam, length_penalty=job["alpha"], suppress_sequences=[["<pad>"], ["<s>"]])
+    translator.translate_batch(pieces[:8], max_decoding_length=job["limit"], **options)  # warm-up
+    start = time.perf_counter()
+    results = translator.translate_batch(pieces, max_batch_size=args.batch_size, max_decoding_length=job["limit"],
+                                         **options)
+    return {"start": start, "seconds": time.perf_counter() - start, "sentences": len(pieces),
+            "tokens": sum(len(r.hypotheses[0]) + 1 for r in results)}
+
+
+def export_job(args, path: str) -> None:
+    """The CTranslate2 model and the source pieces (with </s>), made once, in a process that may load torch."""
+    from aiayn.decoding.translate_batch import encode_sources
+    from aiayn.decoding.translator import Translator
+    from aiayn.export import to_ctranslate2
+
+    translator = Translator.from_pretrained(args.model)
+    tok, cfg = translator.tokenizer, translator.decode_cfg
+    pieces = [tok.source_id_to_piece(s) for s in encode_sources(tok, load_sources(args))]
+    model = to_ctranslate2(translator.model_dir, tempfile.mkdtemp(prefix="aiayn-ct2-") + "/model")
+    limit = int(max(map(len, pieces)) * cfg.max_len_a + cfg.max_len_b)
+    job = {"model": str(model), "pieces": pieces, "alpha": cfg.length_penalty, "limit": limit}
+    open(path, "w", encoding="utf-8").write(json.dumps(job))
+
+
+# ---- the parent: layouts x batch sizes x repeats ----------------------------------------------------
+def run_layout(args, name: str, batch_size: int, job: str) -> dict:
+    engine, settings = LAYOUTS[name]
+    procs = settings["procs"]
+    base = [sys.executable, __file__, "--worker", engine, "--model", args.model, "--pair", args.pair,
+            "--split", args.split, "--limit", str(args.limit), "--beam", str(args.beam),
+            "--batch-size", str(batch_size), "--shards", str(procs), "--ct2-job", job]
+    if args.data_dir:
+        base += ["--data-dir", args.data_dir]
+    if engine == "aiayn":
+        base += ["--threads", str(settings["threads"])]
+    else:
+        base += ["--intra", str(settings["intra"]), "--inter", str(settings["inter"])]
+    workers = [subprocess.Popen(base + ["--shard", str(i)], stdout=subprocess.PIPE, text=True) for i in range(procs)]
+    parts = [json.loads(w.communicate()[0].strip().splitlines()[-1]) for w in workers]
+    # processes run side by side: wall time from the first start to the last end (same clock: perf_counter
+    # is CLOCK_MONOTONIC on Linux, shared by processes)
+    seconds = max(p["start"] + p["seconds"] for p in parts) - min(p["start"] for p in parts)
+    return {"sent_s": sum(p["sentences"] for p in parts) / seconds, "tok_s": sum(p["tokens"] for p in parts) / seconds}
+
+
+def summary(values: list[float]) -> str:
+    return f"{statistics.median(values):8.1f} [{min(values):.1f}-{max(values):.1f}]"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True)
     p.add_argument("--pair", default="de-en")
     p.add_argument("--split", default="test_2016_flickr")
     p.add_argument("--data-dir")
     p.add_argument("--beam", type=int, default=4)
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64])
-    p.add_argument("--limit", type=int, default=0, help="only the first N sentences (0 = all)")
-    p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--ct2", action="store_true", help="also time CTranslate2 with the same weights")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 1])
+    p.add_argument("--limit", type=int, default=400, help="the first N sentences (0 = all)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-ct2", action="store_true")
+    p.add_argument("--layouts", nargs="+", choices=list(LAYOUTS), help="default: all")
+    # worker options
+    p.add_argument("--worker", choices=["aiayn", "ct2"], help=argparse.SUPPRESS)
+    p.add_argument("--batch-size", type=int, default=64, help=argparse.SUPPRESS)
+    p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--intra", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--inter", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--shards", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--ct2-job", default="", help=argparse.SUPPRESS)
+    p.add_argument("--export-job", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    src_lang, _, tgt_lang = args.pair.partition("-")
-    pairs = read_parallel(*multi30k.pair_paths(args.split, src_lang, tgt_lang, args.data_dir))
-    sources = [s for s, _ in pairs][: args.limit or None]
-    translator = Translator.from_pretrained(args.model)
-    translator.translate(sources[:8], beam=args.beam)  # warm-up
-    print(f"{translator.model_dir}: {len(sources)} sentences of {args.split} ({args.pair}), beam {args.beam}, "
-          f"{torch.get_num_threads()} threads, torch {torch.__version__}")
+    if args.worker:
+        print(json.dumps((aiayn_worker if args.worker == "aiayn" else ct2_worker)(args)))
+        return
+    if args.export_job:
+        export_job(args, args.export_job)
+        return
+    layouts = args.layouts or [n for n in LAYOUTS if not (args.no_ct2 and LAYOUTS[n][0] == "ct2")]
+    job = tempfile.mktemp(prefix="aiayn-ct2-job-", suffix=".json")
+    if any(LAYOUTS[n][0] == "ct2" for n in layouts):  # the export loads torch: in a process of its own
+        common = ["--model", args.model, "--pair", args.pair, "--split", args.split, "--limit", str(args.limit)]
+        subprocess.run([sys.executable, __file__, "--export-job", job, *common,
+                        *(["--data-dir", args.data_dir] if args.data_dir else [])], check=True)
+    print(f"{args.model}: {args.limit or 'all'} sentences of {args.split} ({args.pair}), beam {args.beam}, "
+          f"{args.repeats} repeats; median [min-max]", flush=True)
+    best = {}
     for batch_size in args.batch_sizes:
-        start = time.perf_counter()
-        results = translator.translate(sources, beam=args.beam, batch_size=batch_size)
-        seconds = time.perf_counter() - start
-        tokens = sum(len(r.tokens) + 1 for r in results)  # + </s>
-        print(f"aiayn        batch {batch_size:3d}: {len(sources) / seconds:7.1f} sentences/s  "
-              f"{tokens / seconds:8.0f} target tokens/s  ({seconds:.1f} s)")
-        if args.ct2:
-            ct2_run(translator, sources, args, batch_size)
-
-
-def ct2_run(translator, sources, args, batch_size):
-    import tempfile
-
-    import ctranslate2
-
-    from aiayn.decoding.translate_batch import encode_sources
-    from aiayn.export import to_ctranslate2
-
-    if not hasattr(ct2_run, "model"):
-        ct2_run.model = to_ctranslate2(translator.model_dir, tempfile.mkdtemp(prefix="aiayn-ct2-"))
-    tok = translator.tokenizer
-    ct = ctranslate2.Translator(str(ct2_run.model), device="cpu", intra_threads=torch.get_num_threads())
-    pieces = [tok.id_to_piece(s) for s in encode_sources(tok, sources)]
-    cfg = translator.decode_cfg
-    ct.translate_batch(pieces[:8], beam_size=args.beam)  # warm-up
-    start = time.perf_counter()
-    limit = int(max(map(len, pieces)) * cfg.max_len_a + cfg.max_len_b)
-    results = ct.translate_batch(pieces, beam_size=args.beam, max_batch_size=batch_size,
-                                 length_penalty=cfg.length_penalty, max_decoding_length=limit,
-                                 suppress_sequences=[["<pad>"], ["<s>"]])  # as aiayn (never outputs them)
-    seconds = time.perf_counter() - start
-    tokens = sum(len(r.hypotheses[0]) + 1 for r in results)
-    print(f"CTranslate2  batch {batch_size:3d}: {len(sources) / seconds:7.1f} sentences/s  "
-          f"{tokens / seconds:8.0f} target tokens/s  ({seconds:.1f} s)")
+        for name in layouts:
+            runs = [run_layout(args, name, batch_size, job) for _ in range(args.repeats)]
+            sent, tok = [r["sent_s"] for r in runs], [r["tok_s"] for r in runs]
+            print(f"batch {batch_size:3d}  {name:26s} sentences/s {summary(sent)}   target tokens/s {summary(tok)}",
+                  flush=True)
+            engine = LAYOUTS[name][0]
+            if statistics.median(sent) > best.get((engine, batch_size), (0, ""))[0]:
+                best[engine, batch_size] = (statistics.median(sent), name)
+    for batch_size in args.batch_sizes:
+        if ("aiayn", batch_size) in best and ("ct2", batch_size) in best:
+            (a, a_name), (c, c_name) = best["aiayn", batch_size], best["ct2", batch_size]
+            print(f"batch {batch_size:3d}: aiayn's best ({a_name}) / CTranslate2's best ({c_name}) = {a / c:.2f}x")
 
 
 if __name__ == "__main__":
