@@ -5,13 +5,13 @@ environment variable AIAYN_MULTI30K_DIR, then a download from the dataset's publ
 cache directory (AIAYN_CACHE or ~/.cache/aiayn), each file checked against the checksums below.
 """
 
-import hashlib
 import logging
 import os
 import shutil
 import urllib.request
 from pathlib import Path
 
+from aiayn.data.fingerprint import sha256_of
 from aiayn.errors import AiaynError
 
 log = logging.getLogger(__name__)
@@ -46,14 +46,6 @@ def _check_name(split: str, lang: str) -> None:
         raise DatasetError(f"unknown Multi30k split {split!r}; choose one of {SPLITS}")
     if lang not in LANGS:
         raise DatasetError(f"unknown Multi30k language {lang!r}; choose one of {LANGS}")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def download(name: str, cache_dir: Path, base_url: str = BASE_URL) -> Path:

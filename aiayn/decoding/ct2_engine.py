@@ -21,12 +21,12 @@ enough hypotheses are finished (patience 1), where aiayn's continues while a liv
 still win, so a few beam outputs may differ. Greedy (beam 1) outputs are equal."""
 
 import contextlib
-import hashlib
 import json
 import logging
 import time
 from pathlib import Path
 
+from aiayn.data.fingerprint import sha256_of
 from aiayn.errors import AiaynError, BudgetExceeded
 
 log = logging.getLogger(__name__)
@@ -62,14 +62,6 @@ def _sources(model_dir: Path, use_ema: bool) -> list[Path]:
     return [model_dir / n for n in names if (model_dir / n).is_file()]
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _stat(path: Path) -> dict:
     st = path.stat()
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
@@ -81,7 +73,7 @@ def _fingerprints(files: list[Path], known: dict) -> dict:
     for path in files:
         stat, old = _stat(path), known.get(path.name, {})
         same = old.get("size") == stat["size"] and old.get("mtime_ns") == stat["mtime_ns"] and "sha256" in old
-        out[path.name] = {**stat, "sha256": old["sha256"] if same else _sha256(path)}
+        out[path.name] = {**stat, "sha256": old["sha256"] if same else sha256_of(path)}
     return out
 
 
