@@ -43,6 +43,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--output", help="write translations here, atomically, after reading all input "
                    "(default: stdout)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
+    p.add_argument("--alignment", action="store_true", help="also print word alignments after ' ||| ': Pharaoh "
+                   "i-j (source word i, output word j, 0-based) from the last layer's cross-attention averaged "
+                   "over heads, subwords merged into words (default: off; --n-best 1, native engine)")
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     _add_engine(p)
 
@@ -124,7 +127,9 @@ def write_atomic(path: str, text: str, inputs=(), model_dirs=()) -> None:
     write_text_atomic(Path(path), text)
 
 
-def _render(result, n_best: int) -> str:
+def _render(result, n_best: int, alignment: str | None = None) -> str:
+    if alignment is not None:
+        return f"{result.text} ||| {alignment}"
     if n_best == 1:
         return result.text
     return "\n".join(f"{i}\t{score:.4f}\t{text}" for i, (text, score) in enumerate(result.n_best))
@@ -160,15 +165,25 @@ def _check_decode_args(translator, args, n_best: int, batch_size: int) -> None:
 
 def cmd_translate(args) -> int:
     from aiayn.data.corpus import iter_stream_lines, read_lines
+    from aiayn.errors import AiaynError
+    from aiayn.inspect.capture import word_alignment
 
     translator = _load_translator(args, args.model)
     _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading any input
-    options = dict(beam=args.beam, n_best=args.n_best, alpha=args.alpha, length_penalty_form=args.length_penalty_form)
+    if args.alignment and args.n_best != 1:
+        raise AiaynError(f"--alignment comes from the best hypothesis's attention: use it with --n-best 1, "
+                         f"not {args.n_best}")
+    options = dict(beam=args.beam, n_best=args.n_best, alpha=args.alpha, length_penalty_form=args.length_penalty_form,
+                   return_attention=args.alignment)
+
+    def render(result) -> str:
+        return _render(result, args.n_best, word_alignment(result, translator) if args.alignment else None)
+
     if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
         lines = read_lines(args.input) if args.input else list(iter_stream_lines(sys.stdin.buffer))
         results = translator.translate(lines, batch_size=args.batch_size, **options) if lines else []
         _warn_truncated(results, args.input or "<stdin>")
-        text = "".join(_render(r, args.n_best) + "\n" for r in results)
+        text = "".join(render(r) + "\n" for r in results)
         if args.output:
             write_atomic(args.output, text, inputs=[args.input], model_dirs=[args.model, translator.model_dir])
         else:
@@ -181,7 +196,7 @@ def cmd_translate(args) -> int:
         for number, line in enumerate(iter_stream_lines(sys.stdin.buffer), start=1):  # answer each as it comes
             result = translator.translate([line], **options)[0]
             _warn_truncated([result], f"<stdin> line {number}")
-            print(_render(result, args.n_best), flush=True)
+            print(render(result), flush=True)
     except KeyboardInterrupt:  # Ctrl-C ends the session like Ctrl-D, but says it was interrupted
         print("", file=sys.stderr)
         return 130

@@ -93,3 +93,26 @@ def test_cli_average(transformer_dir, tmp_path, capsys):
     assert main(["average", str(transformer_dir), str(transformer_dir), "--out", str(tmp_path / "avg")]) == 0
     assert (tmp_path / "avg" / "model.safetensors").exists()
     assert json.loads((tmp_path / "avg" / "info.json").read_text())["averaged"]
+
+
+@pytest.mark.parametrize("model", ["transformer_dir", "rnn_dir"])
+def test_translate_prints_word_alignments(model, request, tmp_path, capsys):
+    """`--alignment`: 'text ||| i-j ...', the same pairs as `aiayn attention --merge-words --out x.align`
+    gives for that sentence, every index within the word counts; a blank line stays blank."""
+    model_dir = request.getfixturevalue(model)
+    src = tmp_path / "in.txt"
+    src.write_text("forty five\n\nthree hundred twenty one\n")
+    assert main(["translate", "--model", str(model_dir), "--input", str(src), "--alignment", "--beam", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[1] == " ||| "
+    for line, sentence in ((lines[0], "forty five"), (lines[2], "three hundred twenty one")):
+        text, alignment = line.split(" ||| ")
+        pairs = [tuple(map(int, p.split("-"))) for p in alignment.split()]
+        assert [j for _, j in pairs] == list(range(len(pairs))) and text  # one pair per output word
+        assert all(0 <= i < len(sentence.split()) for i, _ in pairs)
+        out = tmp_path / "a.align"
+        assert main(["attention", "--model", str(model_dir), sentence, "--merge-words", "--beam", "2",
+                     "--out", str(out)]) == 0
+        assert out.read_text().strip() == alignment
+    assert main(["translate", "--model", str(model_dir), "--input", str(src), "--alignment", "--beam", "2",
+                 "--n-best", "2"]) == 2

@@ -61,7 +61,19 @@ def start_and_end(tokenizer) -> tuple[str, str]:
 
 
 def _from_search(translator, sentence, beam) -> AttentionMaps:
-    result = translator.translate([sentence], beam=beam, return_attention=True)[0]
+    return maps_of(translator.translate([sentence], beam=beam, return_attention=True)[0], translator)
+
+
+def word_alignment(result, translator) -> str:
+    """Pharaoh "i-j" pairs between the source's and the output's words (subwords merged: hard_alignment on
+    merge_subwords' maps), from a Translation made with return_attention; "" for a blank line."""
+    if result.attention is None:
+        return ""
+    return hard_alignment(merge_subwords(maps_of(result, translator)))
+
+
+def maps_of(result, translator) -> AttentionMaps:
+    """The maps of a Translation made with return_attention (its best hypothesis, as searched)."""
     steps = result.attention["cross"].shape[-2]
     start, end = start_and_end(translator.tokenizer)
     target = result.tokens + [end] if steps == len(result.tokens) + 1 else list(result.tokens)
