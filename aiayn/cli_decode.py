@@ -43,6 +43,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--output", help="write translations here, atomically, after reading all input "
                    "(default: stdout)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
+    p.add_argument("--sample", action="store_true", help="sample one translation per sentence instead of beam "
+                   "search (default: off)")
+    p.add_argument("--temperature", type=float, help="with --sample: divides the log-probs, in (0, 100] "
+                   "(default: 1.0)")
+    p.add_argument("--top-k", type=int, help="with --sample: only the k likeliest tokens (default: 0 = all)")
+    p.add_argument("--top-p", type=float, help="with --sample: only the smallest set of tokens whose probability "
+                   "reaches p, in (0, 1] (default: 1.0 = all)")
+    p.add_argument("--seed", type=int, help="with --sample: makes the samples repeatable (default: random)")
     p.add_argument("--alignment", action="store_true", help="also print word alignments after ' ||| ': Pharaoh "
                    "i-j (source word i, output word j, 0-based) from the last layer's cross-attention averaged "
                    "over heads, subwords merged into words (default: off; --n-best 1, native engine)")
@@ -163,6 +171,30 @@ def _check_decode_args(translator, args, n_best: int, batch_size: int) -> None:
               f"--engine native", file=sys.stderr)
 
 
+def _sampling_options(args):
+    """--sample's options (None without --sample); the sampling options without --sample, or --sample with
+    beam-search options, are refused."""
+    from aiayn.decoding.sampling import SamplingOptions
+    from aiayn.errors import AiaynError
+
+    names = ("temperature", "top_k", "top_p", "seed")
+    given = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) is not None]
+    if not args.sample:
+        if given:
+            raise AiaynError(f"{', '.join(given)} only with --sample (beam search does not sample)")
+        return None
+    beam_options = {"--beam": args.beam is not None, "--alpha": args.alpha is not None,
+                    "--alignment": args.alignment, "--n-best": args.n_best != 1}
+    clashes = [option for option, given in beam_options.items() if given]
+    if clashes:
+        raise AiaynError(f"--sample draws one translation per sentence: drop {', '.join(clashes)}")
+    defaults = SamplingOptions()
+    options = SamplingOptions(**{n: getattr(defaults, n) if getattr(args, n) is None else getattr(args, n)
+                                 for n in names})
+    options.check()
+    return options
+
+
 def cmd_translate(args) -> int:
     from aiayn.data.corpus import iter_stream_lines, read_lines
     from aiayn.errors import AiaynError
@@ -170,18 +202,23 @@ def cmd_translate(args) -> int:
 
     translator = _load_translator(args, args.model)
     _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading any input
+    sampling = _sampling_options(args)
     if args.alignment and args.n_best != 1:
         raise AiaynError(f"--alignment comes from the best hypothesis's attention: use it with --n-best 1, "
                          f"not {args.n_best}")
-    options = dict(beam=args.beam, n_best=args.n_best, alpha=args.alpha, length_penalty_form=args.length_penalty_form,
-                   return_attention=args.alignment)
+
+    def decode(lines: list[str]) -> list:
+        if sampling is not None:
+            return translator.sample(lines, options=sampling, batch_size=args.batch_size)
+        return translator.translate(lines, args.beam, args.n_best, args.alpha, args.alignment, args.batch_size,
+                                    length_penalty_form=args.length_penalty_form)
 
     def render(result) -> str:
         return _render(result, args.n_best, word_alignment(result, translator) if args.alignment else None)
 
     if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
         lines = read_lines(args.input) if args.input else list(iter_stream_lines(sys.stdin.buffer))
-        results = translator.translate(lines, batch_size=args.batch_size, **options) if lines else []
+        results = decode(lines) if lines else []
         _warn_truncated(results, args.input or "<stdin>")
         text = "".join(render(r) + "\n" for r in results)
         if args.output:
@@ -194,7 +231,7 @@ def cmd_translate(args) -> int:
               f"(Ctrl-D to end)", file=sys.stderr)
     try:
         for number, line in enumerate(iter_stream_lines(sys.stdin.buffer), start=1):  # answer each as it comes
-            result = translator.translate([line], **options)[0]
+            result = decode([line])[0]
             _warn_truncated([result], f"<stdin> line {number}")
             print(render(result), flush=True)
     except KeyboardInterrupt:  # Ctrl-C ends the session like Ctrl-D, but says it was interrupted

@@ -116,3 +116,30 @@ def test_translate_prints_word_alignments(model, request, tmp_path, capsys):
         assert out.read_text().strip() == alignment
     assert main(["translate", "--model", str(model_dir), "--input", str(src), "--alignment", "--beam", "2",
                  "--n-best", "2"]) == 2
+
+
+def test_sampling_through_the_translator_and_the_cli(transformer_dir, tmp_path, capsys):
+    """--sample: repeatable with a seed, top_k=1 is greedy (beam 1), blank lines stay blank, options checked
+    once in SamplingOptions; beam-search options with --sample are refused."""
+    from aiayn.decoding.translator import SamplingOptions
+
+    t = Translator.from_pretrained(transformer_dir)
+    options = SamplingOptions(temperature=1.5, top_p=0.9, seed=7)
+    first, again = t.sample(SENTENCES + [""], options=options), t.sample(SENTENCES + [""], options=options)
+    assert [r.text for r in first] == [r.text for r in again] and first[-1].text == ""
+    greedy = t.sample(SENTENCES, options=SamplingOptions(top_k=1, seed=1))
+    assert [r.text for r in greedy] == [r.text for r in t.translate(SENTENCES, beam=1)]
+    for bad in (SamplingOptions(temperature=0), SamplingOptions(top_k=-1), SamplingOptions(top_p=0),
+                SamplingOptions(seed=-3)):
+        with pytest.raises(ValueError):
+            t.sample(SENTENCES, options=bad)
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(SENTENCES) + "\n")
+    args = ["translate", "--model", str(transformer_dir), "--input", str(src), "--sample", "--seed", "3"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert main(args) == 0 and capsys.readouterr().out == out and len(out.splitlines()) == 3
+    for extra, needle in ((["--beam", "2"], "drop --beam"), (["--temperature", "-1"], "temperature")):
+        assert main(args + extra) == 2 and needle in capsys.readouterr().err
+    assert main(["translate", "--model", str(transformer_dir), "--input", str(src), "--top-k", "3"]) == 2
+    assert "only with --sample" in capsys.readouterr().err

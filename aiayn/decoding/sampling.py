@@ -1,8 +1,34 @@
 """Sampling: temperature, top-k and top-p (nucleus), over the model interface."""
 
+from dataclasses import dataclass
+
 import torch
 
 from aiayn.decoding.greedy import step_decode
+from aiayn.errors import AiaynError
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """temperature > 0 divides the log-probs (below 1: sharper); top_k > 0 keeps the k likeliest tokens;
+    top_p < 1 keeps the smallest set whose probability reaches top_p (nucleus); seed makes it repeatable."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def check(self) -> None:
+        t, k, p = self.temperature, self.top_k, self.top_p
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 100:
+            raise AiaynError(f"temperature must be a number in (0, 100], got {t!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise AiaynError(f"top_k must be an integer >= 0 (0 = off), got {k!r}")
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+            raise AiaynError(f"top_p must be a number in (0, 1] (1 = off), got {p!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                                      or not 0 <= self.seed < 2**63):
+            raise AiaynError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
 
 
 def filter_logits(log_probs: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -19,7 +45,7 @@ def filter_logits(log_probs: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -
 
 
 def sample_decode(model, src, bos_id, eos_id, pad_id, temperature=1.0, top_k=0, top_p=1.0, max_len_a=1.0,
-                  max_len_b=50, generator: torch.Generator | None = None):
+                  max_len_b=50, generator: torch.Generator | None = None, max_output_len: int | None = None):
     """-> (hypotheses without bos/eos, summed log-probs under the model) for each sentence."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -28,4 +54,32 @@ def sample_decode(model, src, bos_id, eos_id, pad_id, temperature=1.0, top_k=0, 
         filtered = filter_logits(log_probs / temperature, top_k, top_p)
         return torch.multinomial(filtered.softmax(-1), 1, generator=generator).squeeze(1)
 
-    return step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a, max_len_b)
+    return step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a, max_len_b, max_output_len)
+
+
+def sample_translations(translator, sentences: list[str], options: SamplingOptions, batch_size: int,
+                        max_output_len: int | None) -> list:
+    """Translator.sample's work: batches of sources (as beam search gets them), one sample each."""
+    from aiayn.decoding.translate_batch import length_sorted_batches, pad_batch
+
+    options.check()
+    tok, cfg = translator.tokenizer, translator.decode_cfg
+    cap = min(max_output_len or translator.max_positions, translator.max_positions)
+    generator = torch.Generator(device=translator.device)
+    if options.seed is None:
+        generator.seed()  # a fresh random seed for this generator only (torch's global RNG is left alone)
+    else:
+        generator.manual_seed(options.seed)
+    results, filled, sources, truncated = translator.prepare(sentences)
+    for indices in length_sorted_batches([len(s) for s in sources], batch_size):
+        src = pad_batch([sources[i] for i in indices], tok.pad_id, translator.device)
+        with torch.inference_mode():
+            hyps, scores = sample_decode(translator.model, src, tok.bos_id, tok.eos_id, tok.pad_id,
+                                         options.temperature, options.top_k, options.top_p, cfg.max_len_a,
+                                         cfg.max_len_b, generator, cap)
+        for row, i in enumerate(indices):
+            result = results[filled[i]]
+            result.text, result.score = tok.decode(hyps[row]), float(scores[row])
+            result.tokens, result.src_tokens = tok.id_to_piece(hyps[row]), tok.source_id_to_piece(sources[i])
+            result.n_best, result.truncated = [(result.text, result.score)], truncated[i]
+    return results

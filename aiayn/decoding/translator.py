@@ -11,6 +11,7 @@ import torch
 
 from aiayn.decoding.beam import LP_FORMS, beam_search
 from aiayn.decoding.greedy import max_lengths
+from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.translate_batch import encode_sources, length_sorted_batches, max_positions, pad_batch
 from aiayn.errors import AiaynError
 
@@ -145,16 +146,9 @@ class Translator:
         if max_output_len is not None:
             _check_int("max_output_len", max_output_len, 1)
         deadline = None if time_limit is None else time.monotonic() + time_limit
-        tok, limit = self.tokenizer, self.max_positions
-        if max_output_len is None or max_output_len > limit:
-            max_output_len = limit  # decoding step t reads target position t
-        # A blank line translates to a blank line: the model would invent a sentence for a lone </s>.
-        results: list[Translation] = [Translation(text="", score=0.0, tokens=[], src_tokens=[], n_best=[("", 0.0)])
-                                      for _ in sentences]
-        filled = [i for i, s in enumerate(sentences) if s.strip()]
-        sources = encode_sources(tok, [sentences[i] for i in filled])
-        truncated = [len(s) > limit for s in sources]
-        sources = [s[: limit - 1] + [tok.eos_id] if cut else s for s, cut in zip(sources, truncated)]
+        tok = self.tokenizer
+        max_output_len = min(max_output_len or self.max_positions, self.max_positions)  # step t reads position t
+        results, filled, sources, truncated = self.prepare(sentences)
         if self.ct2 is not None:
             self._translate_ct2(results, filled, sources, truncated, beam, n_best, alpha, batch_size,
                                 max_output_len, deadline)
@@ -169,6 +163,30 @@ class Translator:
                 results[filled[i]] = self._result(nbest[row], sources[i], src[row], return_attention)
                 results[filled[i]].truncated = truncated[i]
         return results
+
+    def prepare(self, sentences: list[str]):
+        """-> (results: a blank Translation per sentence, indices of the non-blank ones, their source ids
+        with </s>, whether each was cut to the model's positions). A blank line translates to a blank line:
+        the model would invent a sentence for a lone </s>."""
+        tok, limit = self.tokenizer, self.max_positions
+        results = [Translation(text="", score=0.0, tokens=[], src_tokens=[], n_best=[("", 0.0)]) for _ in sentences]
+        filled = [i for i, s in enumerate(sentences) if s.strip()]
+        sources = encode_sources(tok, [sentences[i] for i in filled])
+        truncated = [len(s) > limit for s in sources]
+        sources = [s[: limit - 1] + [tok.eos_id] if cut else s for s, cut in zip(sources, truncated)]
+        return results, filled, sources, truncated
+
+    def sample(self, sentences: list[str], *, options: "SamplingOptions", batch_size: int = 64,
+               max_output_len: int | None = None) -> list[Translation]:
+        """Sampled translations (temperature, top-k, top-p; reproducible with options.seed), in input order;
+        each Translation's score is the summed log-probability of its tokens. Native engine only."""
+        from aiayn.decoding.sampling import sample_translations
+
+        if self.ct2 is not None:
+            raise AiaynError("sampling needs the native engine (--engine native)")
+        check_sentences(sentences)
+        _check_int("batch_size", batch_size, 1)
+        return sample_translations(self, sentences, options, batch_size, max_output_len)
 
     def _translate_ct2(self, results, filled, sources, truncated, beam, n_best, alpha, batch_size,
                        max_output_len, deadline) -> None:
