@@ -162,3 +162,32 @@ def test_empty_tokenizer_file_is_named(transformer_dir, tmp_path, capsys):
     (model / "tokenizer.model").write_bytes(b"")
     code, output = run_cli(["translate", "--model", model, "--input", "/dev/null"], capsys)
     assert_user_error(code, output, "tokenizer.model: empty file")
+
+
+def test_training_corpus_that_is_a_fifo_is_refused(tmp_path, capsys):
+    """A FIFO without a writer made `aiayn train` hang in open(); training reads its files more than once."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "ok.txt").write_text("one\n")
+    files = ["data.dataset=files", f"data.train_src={fifo}", f"data.train_tgt={tmp_path}/ok.txt",
+             f"data.valid_src={tmp_path}/ok.txt", f"data.valid_tgt={tmp_path}/ok.txt"]
+    args = ["train", "--out", tmp_path / "run"] + [x for s in [*TINY, *files] for x in ("--set", s)]
+    assert_user_error(*run_cli(args, capsys), fifo, "not a regular file")
+
+
+def test_damaged_encoded_corpus_is_encoded_again(tmp_path, caplog):
+    """RUN/encoded/<hash>/ is aiayn's cache: a damaged file (here the same size, other bytes) is found by its
+    hash and the cache rebuilt, instead of training on wrong ids."""
+    from aiayn.config import load_config
+    from aiayn.training.run import prepare_run
+
+    first = prepare_run(load_config(None, TINY), tmp_path / "run")
+    expected = [first.train_examples[i] for i in range(len(first.train_examples))]
+    first.run_lock.close()
+    (entry,) = (tmp_path / "run" / "encoded").iterdir()
+    data = bytearray((entry / "src.bin").read_bytes())
+    data[:8] = b"\xff" * 8
+    (entry / "src.bin").write_bytes(bytes(data))
+    again = prepare_run(load_config(None, TINY), tmp_path / "run")
+    assert "damaged" in caplog.text
+    assert [again.train_examples[i] for i in range(len(again.train_examples))] == expected

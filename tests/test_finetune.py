@@ -122,9 +122,9 @@ def test_finetuning_an_imported_model_lowers_the_loss_and_translates(finetuned, 
     rows = [json.loads(line) for line in (finetuned / "metrics.jsonl").read_text().splitlines()]
     valid = [r["valid_loss"] for r in rows if "valid_loss" in r]
     assert len(valid) == 2 and valid[1] < valid[0]
-    # the schedule is inverse_sqrt with peak train.lr (the logged lr is the one of the next update)
+    # the schedule is inverse_sqrt with peak train.lr (the logged lr is the one of the logged step's update)
     lr = {r["step"]: r["lr"] for r in rows if "lr" in r}
-    assert lr[20] == pytest.approx(inverse_sqrt_rate(21, 3e-3, 5)) and lr[2] == pytest.approx(3e-3 * 3 / 5)
+    assert lr[20] == pytest.approx(inverse_sqrt_rate(20, 3e-3, 5)) and lr[2] == pytest.approx(3e-3 * 2 / 5)
     # the vocabulary is the imported model's (no SentencePiece training): its files, copied
     for name in ("source.spm", "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json"):
         assert (finetuned / name).read_bytes() == (imported / name).read_bytes(), name

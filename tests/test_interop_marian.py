@@ -355,3 +355,24 @@ def test_checkpoints_from_before_the_new_fields_load_unchanged(transformer_dir, 
     assert not cfg.model.output_bias and model.generator.bias is None
     src, tgt = torch.tensor([[5, 6, 7, 3]]), torch.tensor([[2, 8, 9]])
     assert torch.equal(model(src, tgt), reference(src, tgt))
+
+
+def test_damaged_hf_files_are_named(hf_dirs, tmp_path, capsys):
+    """Damaged weights, a config field of the wrong type, an empty source.spm: one line naming the file,
+    exit 2 (they were tracebacks, and the empty .spm was imported and failed at the first sentence)."""
+    from cli_helpers import assert_user_error, run_cli
+
+    src = hf_dirs["swish-shared"]
+    cases = {"model.safetensors": (b'{"garbage', "could not load the model weights"),
+             "config.json": (None, "config.json"), "source.spm": (b"", "source.spm: empty file")}
+    for name, (data, needle) in cases.items():
+        bad = tmp_path / name.replace(".", "_")
+        shutil.copytree(src, bad)
+        if data is None:
+            config = json.loads((bad / name).read_text())
+            config["d_model"] = "big"
+            (bad / name).write_text(json.dumps(config))
+        else:
+            (bad / name).write_bytes(data)
+        assert_user_error(*run_cli(["import-hf", bad, "--out", tmp_path / f"out_{bad.name}"], capsys), needle)
+        assert not (tmp_path / f"out_{bad.name}").exists()

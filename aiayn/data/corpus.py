@@ -114,6 +114,9 @@ def iter_parallel(src_path: str | Path, tgt_path: str | Path):
     for path in (src_path, tgt_path):
         if not path.exists():
             raise CorpusError(f"{path}: file not found; check the path (or data.data_dir)")
+        if not path.is_file() and not path.is_dir():  # a FIFO or device: training reads its files 2-3 times
+            raise CorpusError(f"{path}: not a regular file (a pipe or a device); training data is read more "
+                              f"than once: write it to a file first")
     total = kept = 0
     with _open(src_path) as src_file, _open(tgt_path) as tgt_file:
         src_lines, tgt_lines = _iter_lines(src_file, src_path), _iter_lines(tgt_file, tgt_path)

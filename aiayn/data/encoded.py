@@ -16,16 +16,18 @@ import hashlib
 import itertools
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 
 from aiayn.data.batching import Example
+from aiayn.data.fingerprint import sha256_of
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: meta.json holds every file's sha256
 CHUNK_PAIRS = 50_000  # pairs encoded per call: keeps the Python lists of one chunk small
 
 
@@ -104,8 +106,22 @@ def write_encoded(pairs, tokenizer, max_len: int | None, tmp: Path, source: dict
         np.save(tmp / f"{side}_offsets.npy", np.cumsum(np.concatenate(parts)))
     meta = {"format": FORMAT_VERSION, "dtype": dtype, "pairs": kept, "dropped_longer_than_max_len": dropped,
             "max_len": max_len, **source}
+    meta["sha256"] = {f.name: sha256_of(f) for f in sorted(tmp.iterdir())}  # checked by intact()
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return meta
+
+
+def intact(path: Path) -> bool:
+    """Whether a cache directory holds what write_encoded wrote there, byte for byte (a damaged cache would
+    train on wrong ids without a word). Hashing costs about a second per GB."""
+    try:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        hashes = meta["sha256"]
+        names = {f.name for f in path.iterdir()} - {"meta.json"}
+        return meta.get("format") == FORMAT_VERSION and set(hashes) == names and \
+            all(sha256_of(path / name) == digest for name, digest in hashes.items())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
 
 
 def encoded_corpus(pairs_factory, tokenizer, max_len: int | None, fingerprint: str, cache: Path,
@@ -116,8 +132,12 @@ def encoded_corpus(pairs_factory, tokenizer, max_len: int | None, fingerprint: s
     key = hashlib.sha256(f"{FORMAT_VERSION}|{fingerprint}|{hashlib.sha256(tokenizer.proto).hexdigest()}|"
                          f"{max_len}".encode()).hexdigest()[:20]
     path = Path(cache) / key
-    if is_main and not (path / "meta.json").is_file():
+    if is_main and not intact(path):
         from aiayn.checkpoint import atomic_dir
+
+        if path.exists() or path.is_symlink():  # aiayn's own cache: rebuilt, never trusted when damaged
+            log.warning("%s: the encoded corpus is damaged or incomplete; encoding it again", path)
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
 
         start = time.perf_counter()
         with atomic_dir(path) as tmp:

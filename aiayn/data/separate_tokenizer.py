@@ -54,6 +54,8 @@ class _Side:
 
 
 def _processor(model: bytes, file: str) -> spm.SentencePieceProcessor:
+    if not model:  # sentencepiece would accept it as a model of 0 pieces that fails at the first sentence
+        raise TokenizerFileError(f"{file}: empty file (0 bytes); copy it again from where the model came from")
     try:
         return spm.SentencePieceProcessor(model_proto=model)
     except RuntimeError as err:

@@ -182,14 +182,22 @@ def _load_hf(path: Path):
     if kind != "marian":
         raise UnsupportedModel(f"{path}/config.json: model_type={kind!r}; aiayn imports Marian models "
                                f"(model_type marian, e.g. Helsinki-NLP/opus-mt-*)")
-    hf = transformers.MarianConfig.from_pretrained(path)
+    try:
+        hf = transformers.MarianConfig.from_pretrained(path)
+    except Exception as err:  # transformers' own validation errors (a field of the wrong type) are many types
+        raise UnsupportedModel(f"{path}/config.json: transformers cannot read it ({_first_line(err)})") from None
     check_config(path, hf)
     try:
         hf_model = transformers.MarianMTModel.from_pretrained(path).float().eval()
-    except (OSError, ValueError, RuntimeError) as err:
-        raise AiaynError(f"{path}: transformers could not load the model weights ({str(err)[:200]}); the "
+    except Exception as err:  # safetensors, torch and transformers raise many types for damaged weights
+        raise AiaynError(f"{path}: transformers could not load the model weights ({_first_line(err)}); the "
                          f"directory must hold what save_pretrained writes") from None
     return hf, hf_model
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:160] if text else ''}"
 
 
 def experiment_config(path: Path, model_cfg: ModelConfig, generation):

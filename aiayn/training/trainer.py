@@ -56,6 +56,7 @@ class Trainer:
         self.scheduler = lr_scheduler(self.optimizer, self.tc.schedule, d_model=cfg.model.d_model,
                                       warmup_steps=self.tc.warmup_steps, factor=self.tc.lr_factor, peak_lr=self.tc.lr)
         self.progress = Progress()
+        self.last_lr = 0.0  # the learning rate of the latest update (logged with its step)
         self.ema = None
         if self.tc.ema_decay > 0:
             self.ema = {k: v.detach().clone().float() for k, v in self.model.state_dict().items()}
@@ -202,6 +203,7 @@ class Trainer:
         if self.tc.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)
         self.optimizer.step()
+        self.last_lr = self.optimizer.param_groups[0]["lr"]  # this update's rate (the scheduler moves on next)
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self._update_ema()
@@ -368,7 +370,7 @@ class Trainer:
         record = {"step": self.progress.step, "epoch": self.progress.epoch,
                   "elapsed_s": round(time.perf_counter() - self._started, 1),
                   "loss": window["loss"] / max(window["tokens"], 1), "nll": window["nll"] / max(window["tokens"], 1),
-                  "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": window["tokens"] / max(elapsed, 1e-9)}
+                  "lr": self.last_lr, "tokens_per_s": window["tokens"] / max(elapsed, 1e-9)}
         bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
         self._log(record, bar)
         window.update(loss=0.0, nll=0.0, tokens=0, start=time.perf_counter())
