@@ -115,6 +115,15 @@ def test_foreign_files_in_the_cache_are_never_replaced(short):
     assert (short / "ct2" / "fp32" / "notes.txt").read_text(encoding="utf-8") == "mine"
 
 
+def test_a_symlinked_cache_is_never_written_through(short, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (short / "ct2").symlink_to(mine)
+    with pytest.raises(AiaynError, match="not the plain directory"):
+        Translator.from_pretrained(short, engine="ct2")
+    assert list(mine.iterdir()) == []
+
+
 def test_attention_with_ct2_is_a_clear_error(short):
     ct2 = Translator.from_pretrained(short, engine="ct2")
     with pytest.raises(AiaynError, match="attention maps need the native engine"):

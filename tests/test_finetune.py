@@ -5,6 +5,7 @@ conflicts with DIR's model is refused, an aiayn-trained checkpoint is a DIR too,
 starts from are DIR's."""
 
 import json
+import shutil
 import warnings
 from pathlib import Path
 
@@ -190,6 +191,11 @@ def test_init_from_an_aiayn_checkpoint_starts_from_its_weights(transformer_dir, 
         torch.testing.assert_close(tensor, before, rtol=0, atol=1e-9, msg=name)
     assert main(["train", "--init-from", str(tmp_path / "missing"), "--out", str(tmp_path / "other")]) == 2
     assert "pass --init-from DIR" in capsys.readouterr().err
+    model = tmp_path / "model"  # a run written into the model it starts from: refused, nothing written
+    shutil.copytree(transformer_dir, model)
+    before = sorted(p.name for p in model.iterdir())
+    assert main(["train", "--init-from", str(model), "--out", str(model / "run")]) == 2
+    assert "lies inside --init-from" in capsys.readouterr().err and sorted(p.name for p in model.iterdir()) == before
 
 
 def test_runs_saved_before_the_schedule_fields_resume(tmp_path):

@@ -128,10 +128,15 @@ def _export(cache: Path, load_model, sources: dict, ctranslate2) -> None:
     from aiayn.errors import OutputError
     from aiayn.export import write_ctranslate2
 
+    for path in (cache.parent, cache):
+        if path.is_symlink() or (path.exists() and not path.is_dir()):  # a user's link or file: never written through
+            raise OutputError(f"{path} is not the plain directory aiayn keeps its CTranslate2 cache in; move it "
+                              f"away (aiayn then exports the model there again)")
     try:  # replaces only an earlier cache that holds nothing but its own files
         check_output_dir(cache, CACHE_KIND, force=True)
-    except OutputError as err:
-        raise OutputError(f"the CTranslate2 cache {cache} cannot be (re)written: {err}") from None
+    except OutputError:
+        raise OutputError(f"the CTranslate2 cache {cache} holds files aiayn did not write; move them away "
+                          f"(aiayn then exports the model there again)") from None
     model, cfg, tokenizer = load_model()
     try:
         with atomic_dir(cache) as tmp:

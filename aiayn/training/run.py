@@ -187,10 +187,13 @@ class InitModel:
 def load_init(init_from: str | Path, out: Path) -> InitModel:
     """Read --init-from DIR (before anything is written)."""
     model_dir = resolve_model_dir(init_from, "--init-from")
-    inside = out.resolve() == model_dir.resolve() or out.resolve() in model_dir.resolve().parents
-    if inside:
+    run, model = out.resolve(), model_dir.resolve()
+    if run == model or run in model.parents:
         raise RunMismatchError(f"--init-from {init_from} lies inside --out {out}; a run cannot start from "
                                f"itself: choose another --out")
+    if model in run.parents or Path(init_from).resolve() in run.parents:
+        raise RunMismatchError(f"--out {out} lies inside --init-from {init_from}; the run would be written into "
+                               f"the model you start from: choose another --out")
     model, cfg, tokenizer = load_checkpoint(model_dir)
     log.info("fine-tuning from %s", model_dir)
     return InitModel(str(Path(init_from).resolve()), model_dir, cfg, model.state_dict(), tokenizer)
