@@ -200,12 +200,15 @@ def cmd_translate(args) -> int:
     from aiayn.errors import AiaynError
     from aiayn.inspect.capture import word_alignment
 
-    translator = _load_translator(args, args.model)
-    _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading any input
-    sampling = _sampling_options(args)
+    sampling = _sampling_options(args)  # option clashes first: before a model is loaded (or exported)
     if args.alignment and args.n_best != 1:
         raise AiaynError(f"--alignment comes from the best hypothesis's attention: use it with --n-best 1, "
                          f"not {args.n_best}")
+    if args.engine == "ct2" and (args.alignment or sampling):
+        raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} needs the native engine "
+                         f"(--engine native): CTranslate2 gives neither aiayn's attention maps nor its sampling")
+    translator = _load_translator(args, args.model)
+    _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading any input
 
     def decode(lines: list[str]) -> list:
         if sampling is not None:

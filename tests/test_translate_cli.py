@@ -116,6 +116,9 @@ def test_translate_prints_word_alignments(model, request, tmp_path, capsys):
         assert out.read_text().strip() == alignment
     assert main(["translate", "--model", str(model_dir), "--input", str(src), "--alignment", "--beam", "2",
                  "--n-best", "2"]) == 2
+    # CTranslate2 has no maps: refused before anything is exported into the model directory
+    assert main(["translate", "--model", str(model_dir), "--input", str(src), "--alignment", "--engine", "ct2"]) == 2
+    assert "needs the native engine" in capsys.readouterr().err and not (model_dir / "ct2").exists()
 
 
 def test_sampling_through_the_translator_and_the_cli(transformer_dir, tmp_path, capsys):

@@ -11,7 +11,7 @@ import torch
 
 from aiayn.decoding.beam import LP_FORMS, beam_search
 from aiayn.decoding.greedy import max_lengths
-from aiayn.decoding.sampling import SamplingOptions
+from aiayn.decoding.sampling import SamplingOptions, sample_translations
 from aiayn.decoding.translate_batch import encode_sources, length_sorted_batches, max_positions, pad_batch
 from aiayn.errors import AiaynError
 
@@ -176,16 +176,16 @@ class Translator:
         sources = [s[: limit - 1] + [tok.eos_id] if cut else s for s, cut in zip(sources, truncated)]
         return results, filled, sources, truncated
 
-    def sample(self, sentences: list[str], *, options: "SamplingOptions", batch_size: int = 64,
+    def sample(self, sentences: list[str], *, options: SamplingOptions, batch_size: int = 64,
                max_output_len: int | None = None) -> list[Translation]:
         """Sampled translations (temperature, top-k, top-p; reproducible with options.seed), in input order;
         each Translation's score is the summed log-probability of its tokens. Native engine only."""
-        from aiayn.decoding.sampling import sample_translations
-
         if self.ct2 is not None:
             raise AiaynError("sampling needs the native engine (--engine native)")
         check_sentences(sentences)
         _check_int("batch_size", batch_size, 1)
+        if max_output_len is not None:
+            _check_int("max_output_len", max_output_len, 1)
         return sample_translations(self, sentences, options, batch_size, max_output_len)
 
     def _translate_ct2(self, results, filled, sources, truncated, beam, n_best, alpha, batch_size,
