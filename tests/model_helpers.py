@@ -20,7 +20,7 @@ def random_batch(batch=3, src_len=7, tgt_len=6, seed=0):
 
 
 def step_by_step_logprobs(model, src, tgt_in, return_attention=False):
-    state = model.init_state(model.encode(src), src)
+    state = model.init_state(model.encode(src)[0], src)
     outs, maps = [], []
     for t in range(tgt_in.size(1)):
         result = model.decode_step(tgt_in[:, t], state, return_attention)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from model_helpers import small_model
 
-from aiayn.decoding.beam import beam_search, length_penalty
+from aiayn.decoding.beam import SearchParams, beam_search, length_penalty, top_candidates
 from aiayn.decoding.greedy import greedy_decode
 from aiayn.decoding.sampling import filter_logits, sample_decode
 
@@ -16,8 +16,8 @@ PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
 class FakeState:
     prefixes: list
 
-    def reorder(self, indices):
-        return FakeState([self.prefixes[i] for i in indices.tolist()])
+    def select(self, rows, sentences=None):
+        return FakeState([self.prefixes[i] for i in rows.tolist()])
 
 
 class ScriptedModel:
@@ -26,13 +26,13 @@ class ScriptedModel:
     SCRIPT = {(): {EOS: 0.4, A: 0.35, B: 0.25}, (A,): {EOS: 0.9, A: 0.05, B: 0.05},
               (B,): {EOS: 0.5, A: 0.25, B: 0.25}}
 
-    def encode(self, src):
-        return src
+    def encode(self, src, return_attention=False):
+        return src, None
 
     def init_state(self, memory, src):
         return FakeState([() for _ in range(src.size(0))])
 
-    def decode_step(self, tokens, state):
+    def decode_step(self, tokens, state, return_attention=False):
         if state.prefixes and tokens[0] != BOS:
             state = FakeState([p + (t,) for p, t in zip(state.prefixes, tokens.tolist())])
         rows = []
@@ -41,14 +41,18 @@ class ScriptedModel:
             for tok, p in self.SCRIPT.get(prefix, {EOS: 1.0}).items():
                 probs[tok] = p
             rows.append(probs.log())
-        return torch.stack(rows), state
+        return torch.stack(rows), state, None
 
 
 SRC = torch.tensor([[A, A, EOS]])
 
 
+def search(model, src, **options):
+    return beam_search(model, src, SearchParams(bos_id=BOS, eos_id=EOS, pad_id=PAD, **options))
+
+
 def test_scripted_beam_by_hand_without_length_penalty():
-    hyps = beam_search(ScriptedModel(), SRC, BOS, EOS, PAD, beam=2, alpha=0.0, n_best=3)[0]
+    hyps = search(ScriptedModel(), SRC, beam=2, alpha=0.0, n_best=3)[0]
     # finished: [] at step 1 (0.4), [a] at step 2 (0.35 * 0.9), [b] at step 2 (0.25 * 0.5)
     assert [h.tokens for h in hyps] == [[], [A], [B]]
     expected = [math.log(0.4), math.log(0.35 * 0.9), math.log(0.25 * 0.5)]
@@ -57,7 +61,7 @@ def test_scripted_beam_by_hand_without_length_penalty():
 
 
 def test_scripted_beam_length_penalty_changes_the_winner():
-    hyps = beam_search(ScriptedModel(), SRC, BOS, EOS, PAD, beam=2, alpha=2.0, n_best=2)[0]
+    hyps = search(ScriptedModel(), SRC, beam=2, alpha=2.0, n_best=2)[0]
     # lp(1) = 1, lp(2) = (7/6)^2: log(0.315) / 1.361 = -0.849 beats log(0.4) = -0.916
     assert [h.tokens for h in hyps] == [[A], []]
     assert hyps[0].score == pytest.approx(math.log(0.35 * 0.9) / (7 / 6) ** 2, abs=1e-6)
@@ -67,7 +71,7 @@ def test_scripted_beam_length_penalty_changes_the_winner():
 def test_scripted_greedy_and_beam_one():
     hyps, scores = greedy_decode(ScriptedModel(), SRC, BOS, EOS, PAD)
     assert hyps == [[]] and scores.item() == pytest.approx(math.log(0.4), abs=1e-6)
-    assert beam_search(ScriptedModel(), SRC, BOS, EOS, PAD, beam=1)[0][0].tokens == []
+    assert search(ScriptedModel(), SRC, beam=1)[0][0].tokens == []
 
 
 def random_sources(n=6, seed=0):
@@ -83,7 +87,7 @@ def test_beam_one_equals_greedy(preset):
     model = small_model(preset, d_model=32) if preset != "tiny" else small_model()
     src = random_sources()
     hyps, scores = greedy_decode(model, src, BOS, EOS, PAD, max_len_b=10)
-    beams = beam_search(model, src, BOS, EOS, PAD, beam=1, max_len_b=10)
+    beams = search(model, src, beam=1, max_len_b=10)
     assert [b[0].tokens for b in beams] == hyps
     torch.testing.assert_close(torch.tensor([b[0].log_prob for b in beams]), scores, atol=1e-4, rtol=1e-4)
 
@@ -91,10 +95,10 @@ def test_beam_one_equals_greedy(preset):
 def test_output_does_not_depend_on_batch_neighbours():
     model = small_model()
     src = random_sources(8, seed=2)
-    together = beam_search(model, src, BOS, EOS, PAD, beam=4, max_len_b=12, n_best=2)
+    together = search(model, src, beam=4, max_len_b=12, n_best=2)
     for i in range(src.size(0)):
         row = src[i: i + 1, : int((src[i] != PAD).sum())]
-        alone = beam_search(model, row, BOS, EOS, PAD, beam=4, max_len_b=12, n_best=2)[0]
+        alone = search(model, row, beam=4, max_len_b=12, n_best=2)[0]
         assert [h.tokens for h in alone] == [h.tokens for h in together[i]]
         assert [h.score for h in alone] == pytest.approx([h.score for h in together[i]], abs=1e-4)
 
@@ -102,7 +106,7 @@ def test_output_does_not_depend_on_batch_neighbours():
 def test_beam_scores_equal_recomputed_prefix_log_probs():
     model = small_model()
     src = random_sources(3, seed=4)
-    for i, hyps in enumerate(beam_search(model, src, BOS, EOS, PAD, beam=3, max_len_b=8, n_best=3)):
+    for i, hyps in enumerate(search(model, src, beam=3, max_len_b=8, n_best=3)):
         for h in hyps:
             ended = len(h.tokens) < 8 + int((src[i] != PAD).sum())  # not cut at the length limit
             tgt = torch.tensor([[BOS] + h.tokens])
@@ -136,7 +140,7 @@ class EarlyEndModel(ScriptedModel):
 
 
 def test_beam_keeps_a_better_live_hypothesis():
-    hyps = beam_search(EarlyEndModel(), SRC, BOS, EOS, PAD, beam=2, alpha=0.0, n_best=2)[0]
+    hyps = search(EarlyEndModel(), SRC, beam=2, alpha=0.0, n_best=2)[0]
     # step 1 finishes [] (0.06), step 2 finishes [a] (0.054): K = 2 finished while "a a" (0.81) is live
     assert hyps[0].tokens == [A, A, A]
     assert hyps[0].log_prob == pytest.approx(math.log(0.9 ** 3), abs=1e-6)

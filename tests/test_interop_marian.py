@@ -152,10 +152,10 @@ def test_logits_and_cached_decoding_equal_transformers(hf_dirs, imported, name):
     logits = model(batch.input_ids, decoder_input)
     assert (logits - expected).abs().max() < 1e-4
     # decode_step through the KV cache, one position at a time, from the decoder start token (<pad>)
-    state = model.init_state(model.encode(batch.input_ids), batch.input_ids)
+    state = model.init_state(model.encode(batch.input_ids)[0], batch.input_ids)
     expected_lp = expected.log_softmax(-1)
     for t in range(decoder_input.size(1)):
-        log_probs, state = model.decode_step(decoder_input[:, t], state)
+        log_probs, state, _ = model.decode_step(decoder_input[:, t], state)
         assert (log_probs - expected_lp[:, t]).abs().max() < 1e-4
     assert cfg.model.output_bias and cfg.model.activation == {"swish": "silu"}.get(
         hf_model.config.activation_function, hf_model.config.activation_function)

@@ -28,11 +28,11 @@ def test_rnn_padding_invariance_and_reorder(preset):
     padded = torch.cat([src, torch.full((3, 4), PAD)], 1)
     with torch.no_grad():
         torch.testing.assert_close(model(src, tgt), model(padded, tgt), atol=1e-5, rtol=1e-5)
-        state = model.init_state(model.encode(src), src)
-        _, state = model.decode_step(tgt[:, 0], state)
+        state = model.init_state(model.encode(src)[0], src)
+        _, state, _ = model.decode_step(tgt[:, 0], state)
         order = torch.tensor([1, 1, 0])
-        a, _ = model.decode_step(tgt[order, 1], state.reorder(order))
-        b, _ = model.decode_step(tgt[:, 1], state)
+        a, _, _ = model.decode_step(tgt[order, 1], state.select(order, order))
+        b, _, _ = model.decode_step(tgt[:, 1], state)
     torch.testing.assert_close(a, b[order])
 
 

@@ -106,18 +106,30 @@ def test_step_attention_equals_full_attention():
     torch.testing.assert_close(last_self[:, :, :, 0], maps["decoder_self"][:, :, :, -1], atol=1e-5, rtol=1e-5)
 
 
-def test_reorder_picks_the_right_rows():
+def test_select_keeps_the_right_rows_and_sentences():
+    """Beam search's use of the state: one row per sentence, then 2 rows per sentence, then a sentence
+    leaves and rows are permuted within the others. The reference: a state with one sentence per row,
+    where every tensor is selected by row."""
     model = small_model()
     src, tgt = random_batch(batch=3)
+    per_row = src.repeat_interleave(2, dim=0)  # the reference: 6 "sentences", one row each
+    tokens = torch.stack([tgt[:, 1], tgt[:, 2]], dim=1).flatten()  # (6,) a different token per row
     with torch.no_grad():
-        state = model.init_state(model.encode(src), src)
-        for t in range(3):
-            _, state = model.decode_step(tgt[:, t], state)
-        order = torch.tensor([2, 0, 0, 1])
-        reordered = state.reorder(order)
-        out_reordered, _ = model.decode_step(tgt[order, 3], reordered)
-        out_plain, _ = model.decode_step(tgt[:, 3], state)
-    torch.testing.assert_close(out_reordered, out_plain[order])
+        grouped = model.init_state(model.encode(src)[0], src)
+        _, grouped, _ = model.decode_step(tgt[:, 0], grouped)
+        grouped = grouped.select(torch.tensor([0, 0, 1, 1, 2, 2]))  # 2 rows per sentence
+        reference = model.init_state(model.encode(per_row)[0], per_row)
+        _, reference, _ = model.decode_step(tgt[:, 0].repeat_interleave(2), reference)
+        out_grouped, grouped, _ = model.decode_step(tokens, grouped)
+        out_reference, reference, _ = model.decode_step(tokens, reference)
+        torch.testing.assert_close(out_grouped, out_reference)
+        rows = torch.tensor([1, 0, 5, 5])  # sentence 1 leaves; rows swapped in sentence 0, repeated in 2
+        grouped = grouped.select(rows, torch.tensor([0, 2]))
+        reference = reference.select(rows, rows)
+        next_tokens = tgt[[0, 0, 2, 2], 3]
+        out_grouped, _, _ = model.decode_step(next_tokens, grouped)
+        out_reference, _, _ = model.decode_step(next_tokens, reference)
+    torch.testing.assert_close(out_grouped, out_reference)
 
 
 def test_attention_maps_shapes_and_rows_sum_to_one():

@@ -22,12 +22,12 @@ def step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a=1.0, max_l
     """One token per step for every sentence; choose(log_probs (B, V)) -> next tokens (B,).
     Returns (hypotheses: token lists without bos/eos, scores: (B,) summed log-probs of the chosen tokens)."""
     limits = max_lengths(src, pad_id, max_len_a, max_len_b, max_output_len)
-    state = model.init_state(model.encode(src), src)
+    state = model.init_state(model.encode(src)[0], src)
     tokens = torch.full((src.size(0),), bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros_like(tokens, dtype=torch.bool)
     scores, outputs = torch.zeros(src.size(0), device=src.device), []
     for t in range(int(limits.max())):
-        log_probs, state = model.decode_step(tokens, state)
+        log_probs, state, _ = model.decode_step(tokens, state)
         log_probs = forbid_specials(log_probs, pad_id, bos_id)
         tokens = choose(log_probs)
         scores += torch.where(finished, 0.0, log_probs.gather(1, tokens[:, None]).squeeze(1))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from aiayn.decoding.beam import LP_FORMS, beam_search
+from aiayn.decoding.beam import LP_FORMS, SearchParams, beam_search
 from aiayn.decoding.greedy import max_lengths
 from aiayn.decoding.sampling import SamplingOptions, sample_translations
 from aiayn.decoding.translate_batch import encode_sources, length_sorted_batches, max_positions, pad_batch
@@ -149,6 +149,10 @@ class Translator:
         tok = self.tokenizer
         max_output_len = min(max_output_len or self.max_positions, self.max_positions)  # step t reads position t
         results, filled, sources, truncated = self.prepare(sentences)
+        params = SearchParams(bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, beam=beam, alpha=alpha,
+                              lp_form=form, max_len_a=self.decode_cfg.max_len_a, max_len_b=self.decode_cfg.max_len_b,
+                              max_output_len=max_output_len, n_best=n_best, return_attention=return_attention,
+                              deadline=deadline)
         if self.ct2 is not None:
             self._translate_ct2(results, filled, sources, truncated, beam, n_best, alpha, batch_size,
                                 max_output_len, deadline)
@@ -156,9 +160,7 @@ class Translator:
         for indices in length_sorted_batches([len(s) for s in sources], batch_size):
             src = pad_batch([sources[i] for i in indices], tok.pad_id, self.device)
             with torch.inference_mode():
-                nbest = beam_search(self.model, src, tok.bos_id, tok.eos_id, tok.pad_id, beam, alpha,
-                                    self.decode_cfg.max_len_a, self.decode_cfg.max_len_b, n_best,
-                                    return_attention, max_output_len, deadline, lp_form=form)
+                nbest = beam_search(self.model, src, params)
             for row, i in enumerate(indices):
                 results[filled[i]] = self._result(nbest[row], sources[i], src[row], return_attention)
                 results[filled[i]].truncated = truncated[i]
@@ -222,6 +224,6 @@ class Translator:
                 for k, v in best.attention.items()}
         with torch.inference_mode():
             _, encoder_maps = self.model.encode(src_row[None, :src_len], return_attention=True)
-        if isinstance(encoder_maps, torch.Tensor):
+        if isinstance(encoder_maps, torch.Tensor):  # an RNN has none: {}
             maps["encoder_self"] = encoder_maps[0].float().cpu().numpy()
         return maps

@@ -39,7 +39,7 @@ def rnn_step(model, tokenizer, src_ids: list[int], tgt_in_ids: list[int], query:
     device = next(model.parameters()).device
     src = torch.tensor([src_ids], device=device)
     tgt_in = torch.tensor([tgt_in_ids], device=device)
-    state = model.init_state(model.encode(src), src)
+    state = model.init_state(model.encode(src)[0], src)
     dec = model.decoder
     for t in range(query):
         dec.step(tgt_in[:, t], state)

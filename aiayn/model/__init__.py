@@ -2,9 +2,12 @@
 
 Every seq2seq model offers one interface, used by decoding and inspection:
   forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V)        masks derived from pad_id
-  encode(src) -> memory;  init_state(memory, src) -> state
-  decode_step(tokens (B,), state) -> (log_probs (B, V), state);  state.reorder(indices)
-  return_attention=True appends a dict of attention maps shaped (B, L, H, T, S) to the result.
+  encode(src, return_attention=False) -> (memory, maps or None)
+  init_state(memory, src) -> state, one row per sentence
+  decode_step(tokens (R,), state, return_attention=False) -> (log_probs (R, V), state, maps or None)
+  state.select(rows, sentences=None): keep, repeat or permute rows (and sentences; see aiayn/model/state.py)
+Maps are dicts of attention weights shaped (B, L, H, T, S); forward(..., return_attention=True) returns
+(logits, maps).
 """
 
 from aiayn.model.attention import MultiHeadAttention, scaled_dot_product_attention

@@ -110,6 +110,21 @@ class MultiHeadAttention(nn.Module):
         out = self.out_proj(heads.transpose(1, 2).flatten(2))  # Concat(head_1..h) W^O: (B, T, D)
         return out, weights
 
+    def attend_per_sentence(self, q, k, v, mask, need_weights=False):
+        """One decoding step of cross-attention: q (R, H, 1, d_head) for R = B' x G rows, the G rows
+        (beams) of a sentence side by side; k/v (B', H, S, d_head) and mask (B', 1, 1, S) stored once per
+        sentence. A sentence's G queries attend its keys as one (G, S) product, so the K/V are neither
+        copied per beam nor re-selected when beams are reordered.
+        -> (out (R, 1, D), weights (R, H, 1, S) | None)."""
+        R, H, _, d = q.shape
+        B = k.size(0)
+        q = q.view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d_head)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask, 0.0, need_weights)  # (B', H, G, d_head)
+        out = self.out_proj(heads.transpose(1, 2).reshape(R, 1, H * d))
+        if weights is not None:  # (B', H, G, S) -> (R, H, 1, S)
+            weights = weights.transpose(1, 2).reshape(R, H, 1, weights.size(-1))
+        return out, weights
+
     def forward(self, query, key, value, mask=None, need_weights=False, is_causal=False):
         """query (B, T, D), key/value (B, S, D), mask broadcastable to (B, H, T, S) (True = may attend)."""
         if query is key and key is value:

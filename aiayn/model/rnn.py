@@ -106,10 +106,9 @@ class RNNSeq2Seq(nn.Module):
         self.bridge_c = nn.Linear(d_model, d_model)
 
     def encode(self, src, return_attention=False):
-        """src (B, S) -> memory (outputs (B, S, D), hidden (L, B, D), cell | None). RNN encoders have no
-        self-attention, so return_attention adds an empty dict."""
-        memory = self.encoder(src)
-        return (memory, {}) if return_attention else memory
+        """src (B, S) -> (memory = (outputs (B, S, D), hidden (L, B, D), cell | None), {} or None).
+        RNN encoders have no self-attention: with return_attention, an empty dict of maps."""
+        return self.encoder(src), ({} if return_attention else None)
 
     def _bridge(self, final, linear):
         # encoder final states (L_enc, B, D) -> decoder initial states (L_dec, B, D): layer by layer from
@@ -128,18 +127,16 @@ class RNNSeq2Seq(nn.Module):
                         prepared_keys=self.decoder.score.prepare_keys(outputs), src_mask=src != self.pad_id)
 
     def decode_step(self, tokens, state: RNNState, return_attention=False):
-        """tokens (B,) -> log_probs (B, V), state [, {"cross": (B, 1, 1, 1, S)}]."""
+        """tokens (R,) -> (log_probs (R, V), state, {"cross": (R, 1, 1, 1, S)} or None)."""
         out, alpha = self.decoder.step(tokens, state)
         state.step += 1
         log_probs = torch.log_softmax(self.decoder.generator(out).float(), dim=-1)
-        if return_attention:
-            return log_probs, state, {"cross": alpha[:, None, None, None, :]}
-        return log_probs, state
+        return log_probs, state, ({"cross": alpha[:, None, None, None, :]} if return_attention else None)
 
     def forward(self, src, tgt_in, return_attention=False, positions=None):
         """Teacher forcing, one decoder step per target position: (B, S), (B, T) -> logits (B, T, V);
         with positions (B, T) bool only those logits, (N, V)."""
-        state = self.init_state(self.encode(src), src)
+        state = self.init_state(self.encode(src)[0], src)
         outputs, alphas = [], []
         for t in range(tgt_in.size(1)):
             out, alpha = self.decoder.step(tgt_in[:, t], state)

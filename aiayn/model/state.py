@@ -1,7 +1,13 @@
 """Decoder states: what a model carries from one decoding step to the next.
 
-Each state offers `reorder(indices)`, which beam search calls to keep, repeat or permute batch rows
-(indices (B',) into the current batch). Nothing here is a module; states hold tensors only.
+A state has R rows (hypotheses being extended) belonging to B' sentences, R / B' rows per sentence
+(1 for greedy decoding, the beam size K for beam search), rows of one sentence side by side.
+`select(rows, sentences)` keeps, repeats or permutes rows: rows (R',) index the current rows,
+sentences (B'',) the current sentences (None: the same sentences), and row r of the new state must come
+from sentence r // (R' / B'') of the new sentence list. What belongs to a sentence rather than to a row
+(the Transformer's cross-attention K/V and source mask) is stored once per sentence, so beam search
+copies it only when sentences leave the batch, not at every step. Nothing here is a module; states hold
+tensors only.
 """
 
 from dataclasses import dataclass
@@ -9,48 +15,73 @@ from dataclasses import dataclass
 import torch
 
 
+def _pick(t: torch.Tensor | None, indices: torch.Tensor | None, dim: int = 0) -> torch.Tensor | None:
+    return t if t is None or indices is None else t.index_select(dim, indices)
+
+
 @dataclass
 class LayerCache:
-    """KV cache of one decoder layer: self-attention K/V grow by one position per step,
-    cross-attention K/V are computed once from the encoder memory. All (B, H, len, d_head)."""
+    """KV cache of one decoder layer. Self-attention K/V (R, H, t, d_head) grow by one position per step;
+    cross-attention K/V (B', H, S, d_head), computed once from the encoder memory, per sentence."""
 
     cross_k: torch.Tensor
     cross_v: torch.Tensor
     self_k: torch.Tensor | None = None
     self_v: torch.Tensor | None = None
+    pending_rows: torch.Tensor | None = None  # a select not yet applied to self_k/self_v (see append_self)
 
     def append_self(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.self_k is not None:
-            k = torch.cat([self.self_k, k], dim=2)
-            v = torch.cat([self.self_v, v], dim=2)
-        self.self_k, self.self_v = k, v
-        return k, v
+        """k, v (R, H, 1, d_head) of the new position -> the cache with it, (R, H, t + 1, d_head).
+        A pending row selection and the append are one copy into a new buffer (index_select writes
+        into its slice), not two (a gather, then a torch.cat)."""
+        if self.self_k is None:  # the first position: nothing to select from
+            self.self_k, self.self_v, self.pending_rows = k, v, None
+            return k, v
+        self.self_k = self._extend(self.self_k, k)
+        self.self_v = self._extend(self.self_v, v)
+        self.pending_rows = None
+        return self.self_k, self.self_v
 
-    def reorder(self, indices: torch.Tensor) -> "LayerCache":
-        def pick(t):
-            return None if t is None else t.index_select(0, indices)
+    def _extend(self, cache: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        t = cache.size(2)
+        out = new.new_empty(new.size(0), new.size(1), t + 1, new.size(3))
+        if self.pending_rows is None:
+            out[:, :, :t] = cache
+        else:
+            torch.index_select(cache, 0, self.pending_rows, out=out[:, :, :t])
+        out[:, :, t:] = new
+        return out
 
-        return LayerCache(pick(self.cross_k), pick(self.cross_v), pick(self.self_k), pick(self.self_v))
+    def select(self, rows: torch.Tensor, sentences: torch.Tensor | None) -> "LayerCache":
+        if self.pending_rows is not None:  # two selects in a row (no step between): compose them
+            rows = self.pending_rows.index_select(0, rows)
+        return LayerCache(_pick(self.cross_k, sentences), _pick(self.cross_v, sentences), self.self_k,
+                          self.self_v, rows)
 
 
 @dataclass
 class TransformerState:
-    """Explicit KV cache of the Transformer decoder. src_mask (B, 1, 1, S); step = tokens decoded so far."""
+    """Explicit KV cache of the Transformer decoder. src_mask (B', 1, 1, S), per sentence;
+    step = tokens decoded so far; generator_t (D, V): the output projection's weight, transposed and
+    contiguous once per search (a (R, D) x (D, V) product is faster than torch's linear on (V, D));
+    generator_bias (V,) or None."""
 
     layers: list[LayerCache]
     src_mask: torch.Tensor
+    generator_t: torch.Tensor
+    generator_bias: torch.Tensor | None = None
     step: int = 0
 
-    def reorder(self, indices: torch.Tensor) -> "TransformerState":
-        return TransformerState([c.reorder(indices) for c in self.layers],
-                                self.src_mask.index_select(0, indices), self.step)
+    def select(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> "TransformerState":
+        return TransformerState([c.select(rows, sentences) for c in self.layers], _pick(self.src_mask, sentences),
+                                self.generator_t, self.generator_bias, self.step)
 
 
 @dataclass
 class RNNState:
-    """RNN decoder state: hidden (L, B, D) and for LSTM cell (L, B, D); the previous attentional
-    vector for Luong input feeding (B, D); the encoder outputs (B, S, D) with their score-side
-    projection (B, S, A) and mask (B, S)."""
+    """RNN decoder state: hidden (L, R, D) and for LSTM cell (L, R, D); the previous attentional
+    vector for Luong input feeding (R, D); the encoder outputs (R, S, D) with their score-side
+    projection (R, S, A) and mask (R, S). All per row (an RNN's cost is its recurrence, not these)."""
 
     hidden: torch.Tensor
     cell: torch.Tensor | None
@@ -60,13 +91,13 @@ class RNNState:
     src_mask: torch.Tensor
     step: int = 0
 
-    def reorder(self, indices: torch.Tensor) -> "RNNState":
+    def select(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> "RNNState":
         return RNNState(
-            hidden=self.hidden.index_select(1, indices),
-            cell=None if self.cell is None else self.cell.index_select(1, indices),
-            input_feed=self.input_feed.index_select(0, indices),
-            memory=self.memory.index_select(0, indices),
-            prepared_keys=self.prepared_keys.index_select(0, indices),
-            src_mask=self.src_mask.index_select(0, indices),
+            hidden=self.hidden.index_select(1, rows),
+            cell=_pick(self.cell, rows, 1),
+            input_feed=self.input_feed.index_select(0, rows),
+            memory=self.memory.index_select(0, rows),
+            prepared_keys=self.prepared_keys.index_select(0, rows),
+            src_mask=self.src_mask.index_select(0, rows),
             step=self.step,
         )

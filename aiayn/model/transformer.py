@@ -76,9 +76,8 @@ class DecoderLayer(_Sublayers):
         q = self.cross_attn.project_q(h)
         if cache is None:
             k, v = self.cross_attn.project_kv(memory, memory)
-        else:
-            k, v = cache.cross_k, cache.cross_v
-        return self.cross_attn.attend(q, k, v, src_mask, need_weights)
+            return self.cross_attn.attend(q, k, v, src_mask, need_weights)
+        return self.cross_attn.attend_per_sentence(q, cache.cross_k, cache.cross_v, src_mask, need_weights)
 
     def forward(self, x, memory, src_mask, cache: LayerCache | None = None, need_weights=False):
         # x (B, T, D), memory (B, S, D) -> (B, T, D), self weights (B, H, T, T'), cross (B, H, T, S)
@@ -128,14 +127,13 @@ class Transformer(nn.Module):
         return dropout(x, self.dropout, self.training)  # §5.4 P_drop on embeddings
 
     def encode(self, src: torch.Tensor, return_attention: bool = False):
-        """src (B, S) -> memory (B, S, D) [, encoder self-attention (B, L, H, S, S)]."""
+        """src (B, S) -> (memory (B, S, D), encoder self-attention (B, L, H, S, S) or None)."""
         src_mask = padding_mask(src, self.pad_id)
         x, weights = self._embed(self.src_embed, src), []
         for layer in self.encoder_layers:
             x, w = layer(x, src_mask, return_attention)
             weights.append(w)
-        memory = self.encoder_norm(x)
-        return (memory, _stack(weights)) if return_attention else memory
+        return self.encoder_norm(x), (_stack(weights) if return_attention else None)
 
     def decode(self, tgt_in, memory, src_mask, return_attention=False, positions=None):
         """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) [, dict of (B, L, H, T, *) maps].
@@ -157,20 +155,23 @@ class Transformer(nn.Module):
         With positions (B, T) bool, only those logits are computed: (N, V). The output projection and
         softmax over V are the largest cost of a small model's step, and padding needs none."""
         src_mask = padding_mask(src, self.pad_id)
+        memory, enc_w = self.encode(src, return_attention)
         if not return_attention:
-            return self.decode(tgt_in, self.encode(src), src_mask, positions=positions)
-        memory, enc_w = self.encode(src, True)
+            return self.decode(tgt_in, memory, src_mask, positions=positions)
         logits, maps = self.decode(tgt_in, memory, src_mask, True)
         return logits, {"encoder_self": enc_w, **maps}
 
     def init_state(self, memory: torch.Tensor, src: torch.Tensor) -> TransformerState:
-        """Compute every layer's cross-attention K/V once; the self-attention cache starts empty."""
+        """One row per sentence. Every layer's cross-attention K/V are computed once, per sentence; the
+        self-attention cache starts empty."""
         caches = [LayerCache(*layer.cross_attn.project_kv(memory, memory)) for layer in self.decoder_layers]
-        return TransformerState(caches, padding_mask(src, self.pad_id))
+        weight_t = self.generator.weight.t().contiguous()  # (D, V): about 20% faster per step than (V, D)
+        return TransformerState(caches, padding_mask(src, self.pad_id), weight_t, self.generator.bias)
 
     def decode_step(self, tokens: torch.Tensor, state: TransformerState, return_attention: bool = False):
-        """tokens (B,) = the newest target token -> log_probs (B, V), state (updated in place, step + 1)
-        [, {"decoder_self": (B, L, H, 1, t), "cross": (B, L, H, 1, S)}]. One position costs one step."""
+        """tokens (R,) = the newest target token of each row -> (log_probs (R, V), state (updated in place,
+        step + 1), {"decoder_self": (R, L, H, 1, t), "cross": (R, L, H, 1, S)} or None). One position
+        costs one step."""
         x = self._embed(self.tgt_embed, tokens[:, None], offset=state.step)
         self_ws, cross_ws = [], []
         for layer, cache in zip(self.decoder_layers, state.layers):
@@ -178,7 +179,11 @@ class Transformer(nn.Module):
             self_ws.append(self_w)
             cross_ws.append(cross_w)
         state.step += 1
-        log_probs = torch.log_softmax(self.generator(self.decoder_norm(x[:, 0])).float(), dim=-1)
-        if return_attention:
-            return log_probs, state, {"decoder_self": _stack(self_ws), "cross": _stack(cross_ws)}
-        return log_probs, state
+        hidden = self.decoder_norm(x[:, 0])  # (R, D)
+        if state.generator_bias is None:
+            logits = hidden @ state.generator_t
+        else:
+            logits = torch.addmm(state.generator_bias, hidden, state.generator_t)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        maps = {"decoder_self": _stack(self_ws), "cross": _stack(cross_ws)} if return_attention else None
+        return log_probs, state, maps
