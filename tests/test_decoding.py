@@ -144,3 +144,35 @@ def test_beam_keeps_a_better_live_hypothesis():
     # step 1 finishes [] (0.06), step 2 finishes [a] (0.054): K = 2 finished while "a a" (0.81) is live
     assert hyps[0].tokens == [A, A, A]
     assert hyps[0].log_prob == pytest.approx(math.log(0.9 ** 3), abs=1e-6)
+
+
+def test_min_length_forbids_an_early_end():
+    # without it [] wins (0.4); with min_length 1 the best one-token outputs are [a] (0.315) and [b] (0.125)
+    hyps = search(ScriptedModel(), SRC, beam=2, alpha=0.0, n_best=2, min_length=1)[0]
+    assert [h.tokens for h in hyps] == [[A], [B]]
+
+
+def test_target_prefix_is_forced_and_scored():
+    # forcing [b]: it costs log 0.25 and the search continues from there ([b] then EOS: 0.5)
+    hyps = search(ScriptedModel(), SRC, beam=2, alpha=0.0)[0]
+    assert hyps[0].tokens == []
+    forced = beam_search(ScriptedModel(), SRC, SearchParams(bos_id=BOS, eos_id=EOS, pad_id=PAD, beam=2, alpha=0.0),
+                         prefixes=[[B]])[0][0]
+    assert forced.tokens == [B] and forced.log_prob == pytest.approx(math.log(0.25 * 0.5), abs=1e-6)
+
+
+def test_no_repeat_ngram_size_bans_a_repeated_token():
+    # EarlyEndModel's best is "a a a"; with no token twice (1-grams), "a" then "b" is all that is left
+    hyps = search(EarlyEndModel(), SRC, beam=2, alpha=0.0, no_repeat_ngram_size=1)[0]
+    assert all(len(h.tokens) == len(set(h.tokens)) for h in hyps) and hyps[0].tokens != [A, A, A]
+
+
+def test_block_candidates_equal_a_full_topk():
+    g = torch.Generator().manual_seed(0)
+    for B, G, V in ((3, 4, 2000), (2, 1, 1300), (2, 2, 1024), (5, 3, 64)):  # blocks with and without overhang; all
+        log_probs = torch.log_softmax(torch.randn(B, G, V, generator=g), -1)
+        scores = torch.randn(B, G, generator=g)
+        values, origin, token = top_candidates(log_probs, scores, 2 * G)
+        expected, index = (scores[:, :, None] + log_probs).view(B, G * V).topk(2 * G, dim=1)
+        torch.testing.assert_close(values, expected)
+        assert torch.equal(origin * V + token, index)

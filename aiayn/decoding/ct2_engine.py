@@ -178,22 +178,27 @@ class CT2Engine:
         self.piece_ids = {p: i for i, p in enumerate(tokenizer.id_to_piece(list(range(tokenizer.tgt_vocab_size))))}
         self.suppress = [[p] for p in dict.fromkeys(tokenizer.id_to_piece([tokenizer.pad_id, tokenizer.bos_id]))]
 
-    def translate(self, sources: list[list[int]], limits: list[int], beam: int, n_best: int, alpha: float,
-                  batch_size: int, deadline: float | None = None) -> list[list[tuple[list[int], float]]]:
-        """Source ids (with </s>) and each one's output length limit -> per sentence its n_best
-        (target ids without </s>, score), best first. One CTranslate2 call per distinct limit."""
+    def translate(self, sources: list[list[int]], limits: list[int], params, prefixes: list[list[int]],
+                  batch_size: int, max_tokens: int | None = None) -> list[list[tuple[list[int], float]]]:
+        """Source ids (with </s>), each one's output length limit and target prefix ids ([] for none), the
+        search's SearchParams -> per sentence its n_best (target ids without </s>, score), best first.
+        One CTranslate2 call per distinct limit; max_tokens: CTranslate2's batch_type "tokens"."""
         groups: dict[int, list[int]] = {}
         for i in sorted(range(len(sources)), key=lambda i: len(sources[i])):
             groups.setdefault(limits[i], []).append(i)
         out: list = [None] * len(sources)
+        batching = {"max_batch_size": batch_size} if max_tokens is None else \
+            {"max_batch_size": max_tokens, "batch_type": "tokens"}
         for limit, indices in groups.items():
-            if deadline is not None and time.monotonic() > deadline:
+            if params.deadline is not None and time.monotonic() > params.deadline:
                 raise BudgetExceeded("decoding stopped: over its time budget")
             batch = [self.tokenizer.source_id_to_piece(sources[i]) for i in indices]
+            prefix = [self.tokenizer.id_to_piece(prefixes[i]) or None for i in indices]
             results = self.model.translate_batch(
-                batch, max_batch_size=batch_size, beam_size=beam, num_hypotheses=n_best, length_penalty=alpha,
-                max_decoding_length=limit, min_decoding_length=0, max_input_length=0, return_scores=True,
-                suppress_sequences=self.suppress)
+                batch, prefix if any(prefix) else None, **batching, beam_size=params.beam,
+                num_hypotheses=params.n_best, length_penalty=params.alpha, max_decoding_length=limit,
+                min_decoding_length=params.min_length, no_repeat_ngram_size=params.no_repeat_ngram_size,
+                max_input_length=0, return_scores=True, suppress_sequences=self.suppress)
             for i, result in zip(indices, results):
                 out[i] = [([self.piece_ids[p] for p in hyp], score)
                           for hyp, score in zip(result.hypotheses, result.scores)]

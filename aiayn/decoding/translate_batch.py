@@ -25,9 +25,19 @@ def pad_batch(sequences: list[list[int]], pad_id: int, device) -> torch.Tensor:
     return out.to(device)
 
 
-def length_sorted_batches(lengths: list[int], max_sentences: int) -> list[list[int]]:
+def length_sorted_batches(lengths: list[int], max_sentences: int, max_tokens: int | None = None) -> list[list[int]]:
+    """Indices in batches of similar length: at most max_sentences each and, with max_tokens, at most that
+    many tokens padding included (batch size x its longest); a longer sentence still gets a batch alone."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    return [order[i: i + max_sentences] for i in range(0, len(order), max_sentences)]
+    batches: list[list[int]] = []
+    for i in order:
+        batch = batches[-1] if batches else None
+        if batch is None or len(batch) >= max_sentences or (
+                max_tokens is not None and (len(batch) + 1) * lengths[i] > max_tokens):
+            batches.append([i])
+        else:
+            batch.append(i)
+    return batches
 
 
 @torch.no_grad()

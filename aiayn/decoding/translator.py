@@ -62,6 +62,29 @@ def check_sentences(sentences) -> None:
                              f"re-encode the input as UTF-8, e.g. iconv -t UTF-8") from None
 
 
+def check_controls(min_length: int, no_repeat_ngram_size: int, max_tokens: int | None) -> None:
+    _check_int("min_length", min_length, 0)
+    _check_int("no_repeat_ngram_size", no_repeat_ngram_size, 0)
+    if max_tokens is not None:
+        _check_int("max_tokens", max_tokens, 1)
+
+
+def check_prefixes(prefixes, n_sentences: int) -> None:
+    """None, or one text per sentence ("" for none), valid UTF-8 like the sentences."""
+    if prefixes is None:
+        return
+    if isinstance(prefixes, str) or not all(isinstance(p, str) for p in prefixes):
+        raise AiaynError("target_prefix must be a list of strings, one per sentence (\"\" for none)")
+    if len(prefixes) != n_sentences:
+        raise AiaynError(f"target_prefix has {len(prefixes)} entries for {n_sentences} sentences: give one per "
+                         f"sentence (\"\" for none)")
+    for number, prefix in enumerate(prefixes, start=1):
+        try:
+            prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            raise AiaynError(f"target prefix {number}: not valid UTF-8 text") from None
+
+
 ENGINES = ("native", "ct2")
 
 
@@ -129,42 +152,63 @@ class Translator:
     def translate(self, sentences: list[str], beam: int | None = None, n_best: int = 1,
                   alpha: float | None = None, return_attention: bool = False,
                   batch_size: int = 64, *, max_output_len: int | None = None,
-                  time_limit: float | None = None, length_penalty_form: str | None = None) -> list[Translation]:
+                  time_limit: float | None = None, length_penalty_form: str | None = None,
+                  min_length: int = 0, no_repeat_ngram_size: int = 0, target_prefix: list[str] | None = None,
+                  max_tokens: int | None = None) -> list[Translation]:
         """Beam-search translations, in input order. max_output_len caps every output's length (tokens);
         time_limit (seconds) bounds the whole call: past it, BudgetExceeded. length_penalty_form: "gnmt"
-        or "hf" (default: the model's decode.length_penalty_form; see aiayn.decoding.beam). With the ct2
-        engine: the form is hf (see length_penalty_form), attention is refused, and time_limit is checked
-        between CTranslate2 calls (one per distinct length limit), not inside one."""
+        or "hf" (default: the model's decode.length_penalty_form; see aiayn.decoding.beam).
+        min_length: output tokens before </s> may end a translation; no_repeat_ngram_size: no n-gram twice
+        in an output (0: off); target_prefix: per sentence a text the translation must start with ("" for
+        none; the search continues after it). max_tokens: batches hold at most this many source tokens,
+        padding included (as fairseq's --max-tokens and CTranslate2's batch_type "tokens"), and at most
+        batch_size sentences. With the ct2 engine: the form is hf (see length_penalty_form), attention is
+        refused, and time_limit is checked between CTranslate2 calls (one per distinct length limit)."""
         beam = self.decode_cfg.beam if beam is None else beam
         alpha = self.decode_cfg.length_penalty if alpha is None else alpha
         check_options(beam, n_best, alpha, batch_size)
+        check_controls(min_length, no_repeat_ngram_size, max_tokens)
         form = self.length_penalty_form(length_penalty_form, alpha)
         if return_attention and self.ct2 is not None:
             raise AiaynError("attention maps need the native engine (--engine native): CTranslate2 returns at "
                              "most one averaged cross-attention matrix, not aiayn's maps of every layer and head")
         check_sentences(sentences)
+        check_prefixes(target_prefix, len(sentences))
         if max_output_len is not None:
             _check_int("max_output_len", max_output_len, 1)
         deadline = None if time_limit is None else time.monotonic() + time_limit
         tok = self.tokenizer
         max_output_len = min(max_output_len or self.max_positions, self.max_positions)  # step t reads position t
         results, filled, sources, truncated = self.prepare(sentences)
+        prefixes = self._prefix_ids(target_prefix, filled, max_output_len)
         params = SearchParams(bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, beam=beam, alpha=alpha,
                               lp_form=form, max_len_a=self.decode_cfg.max_len_a, max_len_b=self.decode_cfg.max_len_b,
-                              max_output_len=max_output_len, n_best=n_best, return_attention=return_attention,
+                              max_output_len=max_output_len, n_best=n_best, min_length=min_length,
+                              no_repeat_ngram_size=no_repeat_ngram_size, return_attention=return_attention,
                               deadline=deadline)
         if self.ct2 is not None:
-            self._translate_ct2(results, filled, sources, truncated, beam, n_best, alpha, batch_size,
-                                max_output_len, deadline)
+            self._translate_ct2(results, filled, sources, truncated, params, prefixes, batch_size, max_tokens)
             return results
-        for indices in length_sorted_batches([len(s) for s in sources], batch_size):
+        for indices in length_sorted_batches([len(s) for s in sources], batch_size, max_tokens):
             src = pad_batch([sources[i] for i in indices], tok.pad_id, self.device)
             with torch.inference_mode():
-                nbest = beam_search(self.model, src, params)
+                nbest = beam_search(self.model, src, params, [prefixes[i] for i in indices])
             for row, i in enumerate(indices):
                 results[filled[i]] = self._result(nbest[row], sources[i], src[row], return_attention)
                 results[filled[i]].truncated = truncated[i]
         return results
+
+    def _prefix_ids(self, target_prefix: list[str] | None, filled: list[int], max_output_len: int) -> list[list[int]]:
+        """Target ids of each non-blank sentence's prefix ([] for none), each checked to fit the output."""
+        if target_prefix is None:
+            return [[] for _ in filled]
+        texts = [target_prefix[i] for i in filled]
+        ids = [p if text.strip() else [] for p, text in zip(self.tokenizer.encode_target(texts), texts)]
+        for number, p in zip(filled, ids):
+            if len(p) >= max_output_len:
+                raise AiaynError(f"target prefix {number + 1}: {len(p)} tokens, but outputs are at most "
+                                 f"{max_output_len} tokens with </s>: shorten it")
+        return ids
 
     def prepare(self, sentences: list[str]):
         """-> (results: a blank Translation per sentence, indices of the non-blank ones, their source ids
@@ -190,12 +234,13 @@ class Translator:
             _check_int("max_output_len", max_output_len, 1)
         return sample_translations(self, sentences, options, batch_size, max_output_len)
 
-    def _translate_ct2(self, results, filled, sources, truncated, beam, n_best, alpha, batch_size,
-                       max_output_len, deadline) -> None:
-        tok, cfg = self.tokenizer, self.decode_cfg
-        limits = max_lengths(pad_batch(sources, tok.pad_id, "cpu"), tok.pad_id, cfg.max_len_a, cfg.max_len_b,
-                             max_output_len).tolist() if sources else []  # the native engine's a * |x| + b
-        nbest = self.ct2.translate(sources, limits, beam, n_best, alpha, batch_size, deadline)
+    def _translate_ct2(self, results, filled, sources, truncated, params: SearchParams, prefixes, batch_size,
+                       max_tokens) -> None:
+        tok = self.tokenizer
+        limits = max_lengths(pad_batch(sources, tok.pad_id, "cpu"), tok.pad_id, params.max_len_a, params.max_len_b,
+                             params.max_output_len).tolist() if sources else []  # the native engine's a * |x| + b
+        limits = [max(limit, len(p) + 1) for limit, p in zip(limits, prefixes)]  # as beam_search: room after it
+        nbest = self.ct2.translate(sources, limits, params, prefixes, batch_size, max_tokens)
         for i, hyps in enumerate(nbest):
             ids, score = hyps[0]
             results[filled[i]] = Translation(

@@ -119,7 +119,10 @@ class MultiHeadAttention(nn.Module):
         R, H, _, d = q.shape
         B = k.size(0)
         q = q.view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d_head)
-        heads, weights = scaled_dot_product_attention(q, k, v, mask, 0.0, need_weights)  # (B', H, G, d_head)
+        if need_weights:
+            heads, weights = scaled_dot_product_attention(q, k, v, mask, 0.0, True)  # (B', H, G, d_head)
+        else:  # torch's kernel directly: a source always has a token (</s>), so no row is fully masked
+            heads, weights = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask), None
         out = self.out_proj(heads.transpose(1, 2).reshape(R, 1, H * d))
         if weights is not None:  # (B', H, G, S) -> (R, H, 1, S)
             weights = weights.transpose(1, 2).reshape(R, H, 1, weights.size(-1))
