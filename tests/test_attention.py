@@ -75,7 +75,7 @@ def copy_to_torch_mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
 
 
 def test_multi_head_self_attention_equals_torch_with_padding_mask():
-    mha = MultiHeadAttention(16, 4).eval()
+    mha = MultiHeadAttention(d_model=16, n_heads=4).eval()
     ref = copy_to_torch_mha(mha)
     x = torch.randn(2, 6, 16)
     tokens = torch.tensor([[5, 5, 5, 5, 0, 0], [5, 5, 5, 5, 5, 5]])
@@ -88,7 +88,7 @@ def test_multi_head_self_attention_equals_torch_with_padding_mask():
 
 
 def test_multi_head_cross_and_causal_attention_equal_torch():
-    mha = MultiHeadAttention(16, 2).eval()
+    mha = MultiHeadAttention(d_model=16, n_heads=2).eval()
     ref = copy_to_torch_mha(mha)
     query, memory = torch.randn(3, 4, 16), torch.randn(3, 7, 16)
     out, w = mha(query, memory, memory, need_weights=True)

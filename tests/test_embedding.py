@@ -24,9 +24,9 @@ def test_dot_product_of_positions_depends_only_on_offset():
 
 
 def test_positional_offset_and_embedding_scale():
-    pe = SinusoidalPositionalEncoding(8, 20)
+    pe = SinusoidalPositionalEncoding(d_model=8, max_len=20)
     x = torch.zeros(1, 3, 8)
     torch.testing.assert_close(pe(x, offset=4)[0], sinusoid_table(20, 8)[4:7])
-    emb = TokenEmbedding(10, 16, 0)
+    emb = TokenEmbedding(vocab_size=10, d_model=16, pad_id=0)
     tokens = torch.tensor([[3]])
     torch.testing.assert_close(emb(tokens)[0, 0], emb.weight[3] * 4.0)

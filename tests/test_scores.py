@@ -25,18 +25,18 @@ def test_dot_by_hand():
 
 
 def test_scaled_dot_by_hand():
-    torch.testing.assert_close(ScaledDotScore(2)(S_T, H), torch.tensor([[1.0, 2.0, 3.0]]) / math.sqrt(2))
+    torch.testing.assert_close(ScaledDotScore(dim=2)(S_T, H), torch.tensor([[1.0, 2.0, 3.0]]) / math.sqrt(2))
 
 
 def test_general_by_hand():
-    score = GeneralScore(2, 2)
+    score = GeneralScore(query_dim=2, key_dim=2)
     score.W_a.weight.data = torch.tensor([[0.0, 1.0], [2.0, 0.0]])  # W h_i
     # s^T W h: W h_1 = (0, 2) -> 4; W h_2 = (1, 0) -> 1; W h_3 = (1, 2) -> 5
     assert score(S_T, H).tolist() == [[4.0, 1.0, 5.0]]
 
 
 def test_concat_by_hand():
-    score = ConcatScore(2, 2, 1)
+    score = ConcatScore(query_dim=2, key_dim=2, attention_dim=1)
     score.W_a.weight.data = torch.tensor([[1.0, 0.0, 1.0, -1.0]])  # W[s; h] = s_1 + h_1 - h_2
     score.v_a.weight.data = torch.tensor([[2.0]])
     expected = 2 * torch.tanh(torch.tensor([[1.0 + 1 - 0, 1.0 + 0 - 1, 1.0 + 1 - 1]]))
@@ -44,7 +44,7 @@ def test_concat_by_hand():
 
 
 def test_additive_by_hand():
-    score = AdditiveScore(2, 2, 2)
+    score = AdditiveScore(query_dim=2, key_dim=2, attention_dim=2)
     score.W_1.weight.data = torch.eye(2)
     score.W_2.weight.data = torch.eye(2) * 2
     score.W_2.bias.data = torch.zeros(2)
@@ -60,7 +60,7 @@ def test_cosine_by_hand():
 
 
 def test_location_by_hand():
-    score = LocationScore(2, 5)
+    score = LocationScore(query_dim=2, max_source_len=5)
     score.W_a.weight.data = torch.arange(10.0).view(5, 2)
     score.W_a.bias.data = torch.zeros(5)
     # W s for the first 3 positions: (0*1+1*2, 2+6, 4+10)
@@ -78,8 +78,8 @@ def test_distribution_and_context_vector():
     assert torch.all(attention_distribution(scores, torch.zeros(1, 3, dtype=torch.bool)) == 0)
 
 
-@pytest.mark.parametrize("make", [lambda: GeneralScore(3, 3), lambda: ConcatScore(3, 3, 4),
-                                  lambda: AdditiveScore(3, 3, 4), lambda: CosineScore()])
+@pytest.mark.parametrize("make", [lambda: GeneralScore(query_dim=3, key_dim=3), lambda: ConcatScore(query_dim=3, key_dim=3, attention_dim=4),
+                                  lambda: AdditiveScore(query_dim=3, key_dim=3, attention_dim=4), lambda: CosineScore()])
 def test_gradcheck_scores(make):
     score = make().double()
     q = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)

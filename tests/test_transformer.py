@@ -22,7 +22,7 @@ def copy_common(ours, theirs, norms):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_layer_equals_torch(norm_first):
-    ours = EncoderLayer(16, 4, 32, dropout=0.1, norm_first=norm_first).eval()
+    ours = EncoderLayer(d_model=16, n_heads=4, d_ff=32, dropout=0.1, norm_first=norm_first).eval()
     theirs = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.1, batch_first=True, norm_first=norm_first).eval()
     for p in ours.parameters():  # non-default LayerNorm parameters so a swapped norm would show
         p.data.add_(0.01 * torch.randn_like(p))
@@ -39,7 +39,7 @@ def test_encoder_layer_equals_torch(norm_first):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_equals_torch(norm_first):
-    ours = DecoderLayer(16, 4, 32, dropout=0.1, norm_first=norm_first).eval()
+    ours = DecoderLayer(d_model=16, n_heads=4, d_ff=32, dropout=0.1, norm_first=norm_first).eval()
     for p in ours.parameters():
         p.data.add_(0.01 * torch.randn_like(p))
     theirs = nn.TransformerDecoderLayer(16, 4, 32, dropout=0.1, batch_first=True, norm_first=norm_first).eval()

@@ -146,3 +146,27 @@ def test_sampling_through_the_translator_and_the_cli(transformer_dir, tmp_path, 
         assert main(args + extra) == 2 and needle in capsys.readouterr().err
     assert main(["translate", "--model", str(transformer_dir), "--input", str(src), "--top-k", "3"]) == 2
     assert "only with --sample" in capsys.readouterr().err
+
+
+def test_decoding_controls_through_the_cli(transformer_dir, tmp_path, capsys):
+    """--target-prefix (a file, line by line), --min-length, --no-repeat-ngram-size and --max-tokens reach
+    the search; a prefix file of the wrong length, bad values and --sample with them are refused."""
+    src, prefix = tmp_path / "in.txt", tmp_path / "prefix.txt"
+    src.write_text("\n".join(SENTENCES) + "\n")
+    prefix.write_text("neun neun\n\nsieben\n")
+    base = ["translate", "--model", str(transformer_dir), "--input", str(src)]
+    assert main(base + ["--target-prefix", str(prefix), "--min-length", "4", "--no-repeat-ngram-size", "3",
+                        "--max-tokens", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    t = Translator.from_pretrained(transformer_dir)
+    expected = t.translate(SENTENCES, min_length=4, no_repeat_ngram_size=3, target_prefix=["neun neun", "", "sieben"])
+    assert lines == [r.text for r in expected]
+    assert lines[0].startswith("neun neun") and lines[2].startswith("sieben")
+    assert all(len(r.tokens) >= 4 for r in expected)
+    prefix.write_text("neun\n")
+    assert main(base + ["--target-prefix", str(prefix)]) == 2
+    assert "has 1 lines for 3 input lines" in capsys.readouterr().err
+    for extra, needle in ((["--max-tokens", "0"], "max_tokens"), (["--min-length", "-1"], "min_length"),
+                          (["--sample", "--min-length", "2"], "drop --min-length")):
+        assert main(base + extra) == 2
+        assert needle in capsys.readouterr().err

@@ -71,7 +71,7 @@ class MultiHeadAttention(nn.Module):
     (§3.2.2). W^Q, W^K, W^V are stored stacked in `in_proj` (rows [W^Q; W^K; W^V], as torch does),
     so self-attention projects with one matmul; d_head = d_model / n_heads."""
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+    def __init__(self, *, d_model: int, n_heads: int, dropout: float = 0.0):
         super().__init__()
         if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")

@@ -155,32 +155,33 @@ def build_score(cfg: ModelConfig) -> scores.ScoreFunction:
     d, a = cfg.d_model, cfg.attention_dim or cfg.d_model
     return {
         "dot": lambda: scores.DotScore(),
-        "scaled_dot": lambda: scores.ScaledDotScore(d),
-        "general": lambda: scores.GeneralScore(d, d),
-        "concat": lambda: scores.ConcatScore(d, d, a),
-        "additive": lambda: scores.AdditiveScore(d, d, a),
+        "scaled_dot": lambda: scores.ScaledDotScore(dim=d),
+        "general": lambda: scores.GeneralScore(query_dim=d, key_dim=d),
+        "concat": lambda: scores.ConcatScore(query_dim=d, key_dim=d, attention_dim=a),
+        "additive": lambda: scores.AdditiveScore(query_dim=d, key_dim=d, attention_dim=a),
         "cosine": lambda: scores.CosineScore(),
-        "location": lambda: scores.LocationScore(d, cfg.max_len),
+        "location": lambda: scores.LocationScore(query_dim=d, max_source_len=cfg.max_len),
     }[cfg.score]()
 
 
 def _build_rnn(cfg: ModelConfig) -> RNNSeq2Seq:
     rnn_type = nn.LSTM if cfg.rnn_cell == "lstm" else nn.GRU
-    encoder = RNNEncoder(cfg.src_vocab_size, cfg.d_model, cfg.pad_id, cfg.n_encoder_layers, cfg.dropout, rnn_type)
+    encoder = RNNEncoder(vocab_size=cfg.src_vocab_size, d_model=cfg.d_model, pad_id=cfg.pad_id,
+                         n_layers=cfg.n_encoder_layers, dropout=cfg.dropout, rnn_type=rnn_type)
     decoder_cls = LuongDecoder if cfg.rnn_attention == "luong" else BahdanauDecoder
-    decoder = decoder_cls(cfg.tgt_vocab_size, cfg.d_model, cfg.pad_id, build_score(cfg),
-                          cfg.n_decoder_layers, cfg.dropout, rnn_type)
+    decoder = decoder_cls(vocab_size=cfg.tgt_vocab_size, d_model=cfg.d_model, pad_id=cfg.pad_id,
+                          score=build_score(cfg), n_layers=cfg.n_decoder_layers, dropout=cfg.dropout,
+                          rnn_type=rnn_type)
     if cfg.share_embeddings:
         decoder.embedding.weight = encoder.embedding.weight
-    return RNNSeq2Seq(encoder, decoder, cfg.pad_id)
+    return RNNSeq2Seq(encoder=encoder, decoder=decoder, pad_id=cfg.pad_id)
 
 
 def _build_transformer(cfg: ModelConfig) -> Transformer:
-    return Transformer(
-        cfg.src_vocab_size, cfg.tgt_vocab_size, cfg.pad_id, cfg.d_model, cfg.n_heads, cfg.d_ff,
-        cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.dropout, cfg.attention_dropout, cfg.activation,
-        cfg.norm_first, cfg.positional, cfg.max_len, cfg.share_embeddings, cfg.tie_output, cfg.layer_norm_eps,
-        output_bias=cfg.output_bias)
+    names = ("src_vocab_size", "tgt_vocab_size", "pad_id", "d_model", "n_heads", "d_ff", "n_encoder_layers",
+             "n_decoder_layers", "dropout", "attention_dropout", "activation", "norm_first", "positional",
+             "max_len", "share_embeddings", "tie_output", "layer_norm_eps", "output_bias")
+    return Transformer(**{name: getattr(cfg, name) for name in names})
 
 
 def xavier_init(model: nn.Module) -> None:

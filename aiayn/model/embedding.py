@@ -9,7 +9,7 @@ from torch import nn
 class TokenEmbedding(nn.Module):
     """Lookup table whose output is multiplied by sqrt(d_model) (§3.4)."""
 
-    def __init__(self, vocab_size: int, d_model: int, pad_id: int):
+    def __init__(self, *, vocab_size: int, d_model: int, pad_id: int):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
         self.d_model = d_model
@@ -35,7 +35,7 @@ def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
 class SinusoidalPositionalEncoding(nn.Module):
     """Fixed sinusoids added to the embeddings (§3.5); no parameters."""
 
-    def __init__(self, d_model: int, max_len: int = 1024):
+    def __init__(self, *, d_model: int, max_len: int = 1024):
         super().__init__()
         self.register_buffer("table", sinusoid_table(max_len, d_model), persistent=False)
 
@@ -50,7 +50,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 class LearnedPositionalEmbedding(nn.Module):
     """Learned absolute positions, the alternative of §3.5 / Table 3 row (E)."""
 
-    def __init__(self, d_model: int, max_len: int = 1024):
+    def __init__(self, *, d_model: int, max_len: int = 1024):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(max_len, d_model))
         nn.init.normal_(self.weight, std=d_model**-0.5)

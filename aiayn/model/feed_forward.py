@@ -10,7 +10,7 @@ ACTIVATIONS = {"relu": nn.functional.relu, "gelu": nn.functional.gelu, "silu": n
 
 
 class PositionwiseFeedForward(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", activation_dropout: float = 0.0):
+    def __init__(self, *, d_model: int, d_ff: int, activation: str = "relu", activation_dropout: float = 0.0):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")

@@ -16,7 +16,7 @@ from aiayn.model.state import RNNState
 
 
 class RNNEncoder(nn.Module):
-    def __init__(self, vocab_size, d_model, pad_id, n_layers=1, dropout=0.1, rnn_type=nn.LSTM):
+    def __init__(self, *, vocab_size, d_model, pad_id, n_layers=1, dropout=0.1, rnn_type=nn.LSTM):
         super().__init__()
         if d_model % 2:
             raise ValueError(f"RNN d_model must be even (two directions of d_model/2), got {d_model}")
@@ -43,7 +43,7 @@ class RNNEncoder(nn.Module):
 class _AttentionDecoder(nn.Module):
     """What both decoders share: target embedding, RNN, score function, output layer."""
 
-    def __init__(self, vocab_size, d_model, pad_id, score: ScoreFunction, n_layers, dropout, rnn_type,
+    def __init__(self, *, vocab_size, d_model, pad_id, score: ScoreFunction, n_layers, dropout, rnn_type,
                  rnn_input_size):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
@@ -67,8 +67,9 @@ class _AttentionDecoder(nn.Module):
 
 
 class LuongDecoder(_AttentionDecoder):
-    def __init__(self, vocab_size, d_model, pad_id, score, n_layers=1, dropout=0.1, rnn_type=nn.LSTM):
-        super().__init__(vocab_size, d_model, pad_id, score, n_layers, dropout, rnn_type, 2 * d_model)
+    def __init__(self, *, vocab_size, d_model, pad_id, score, n_layers=1, dropout=0.1, rnn_type=nn.LSTM):
+        super().__init__(vocab_size=vocab_size, d_model=d_model, pad_id=pad_id, score=score, n_layers=n_layers,
+                         dropout=dropout, rnn_type=rnn_type, rnn_input_size=2 * d_model)
         self.W_c = nn.Linear(2 * d_model, d_model)
 
     def step(self, y_prev, state: RNNState):
@@ -82,8 +83,9 @@ class LuongDecoder(_AttentionDecoder):
 
 
 class BahdanauDecoder(_AttentionDecoder):
-    def __init__(self, vocab_size, d_model, pad_id, score, n_layers=1, dropout=0.1, rnn_type=nn.LSTM):
-        super().__init__(vocab_size, d_model, pad_id, score, n_layers, dropout, rnn_type, 2 * d_model)
+    def __init__(self, *, vocab_size, d_model, pad_id, score, n_layers=1, dropout=0.1, rnn_type=nn.LSTM):
+        super().__init__(vocab_size=vocab_size, d_model=d_model, pad_id=pad_id, score=score, n_layers=n_layers,
+                         dropout=dropout, rnn_type=rnn_type, rnn_input_size=2 * d_model)
         self.W_o = nn.Linear(3 * d_model, d_model)
 
     def step(self, y_prev, state: RNNState):
@@ -98,7 +100,7 @@ class BahdanauDecoder(_AttentionDecoder):
 class RNNSeq2Seq(nn.Module):
     """Encoder + attention decoder with the same interface as the Transformer."""
 
-    def __init__(self, encoder: RNNEncoder, decoder: LuongDecoder | BahdanauDecoder, pad_id: int):
+    def __init__(self, *, encoder: RNNEncoder, decoder: LuongDecoder | BahdanauDecoder, pad_id: int):
         super().__init__()
         self.encoder, self.decoder, self.pad_id = encoder, decoder, pad_id
         d_model = decoder.d_model

@@ -40,7 +40,7 @@ class DotScore(ScoreFunction):
 class ScaledDotScore(ScoreFunction):
     """scaled dot (Vaswani 2017): score(s, h_i) = s^T h_i / sqrt(n)"""
 
-    def __init__(self, dim: int):
+    def __init__(self, *, dim: int):
         super().__init__()
         self.scale = 1.0 / math.sqrt(dim)
 
@@ -51,7 +51,7 @@ class ScaledDotScore(ScoreFunction):
 class GeneralScore(ScoreFunction):
     """general (Luong 2015): score(s, h_i) = s^T W_a h_i; W_a h_i is computed once per sentence."""
 
-    def __init__(self, query_dim: int, key_dim: int):
+    def __init__(self, *, query_dim: int, key_dim: int):
         super().__init__()
         self.W_a = nn.Linear(key_dim, query_dim, bias=False)
 
@@ -66,7 +66,7 @@ class ConcatScore(ScoreFunction):
     """concat (Luong 2015): score(s, h_i) = v_a^T tanh(W_a [s; h_i]).
     W_a [s; h] is split as W_s s + W_h h (the same linear map), so W_h h is computed once."""
 
-    def __init__(self, query_dim: int, key_dim: int, attention_dim: int):
+    def __init__(self, *, query_dim: int, key_dim: int, attention_dim: int):
         super().__init__()
         self.W_a = nn.Linear(query_dim + key_dim, attention_dim, bias=False)
         self.v_a = nn.Linear(attention_dim, 1, bias=False)
@@ -83,7 +83,7 @@ class ConcatScore(ScoreFunction):
 class AdditiveScore(ScoreFunction):
     """additive (Bahdanau 2015): score(s, h_i) = v_a^T tanh(W_1 s + W_2 h_i)"""
 
-    def __init__(self, query_dim: int, key_dim: int, attention_dim: int):
+    def __init__(self, *, query_dim: int, key_dim: int, attention_dim: int):
         super().__init__()
         self.W_1 = nn.Linear(query_dim, attention_dim, bias=False)
         self.W_2 = nn.Linear(key_dim, attention_dim, bias=True)
@@ -99,7 +99,7 @@ class AdditiveScore(ScoreFunction):
 class CosineScore(ScoreFunction):
     """content-based (Graves 2014): score(s, h_i) = cosine[s, h_i] = s.h_i / (|s| |h_i|)"""
 
-    def __init__(self, eps: float = 1e-8):
+    def __init__(self, *, eps: float = 1e-8):
         super().__init__()
         self.eps = eps
 
@@ -115,7 +115,7 @@ class LocationScore(ScoreFunction):
     """location-based (Luong 2015): a_t = softmax(W_a s_t); the scores depend only on the query.
     W_a maps the query to `max_source_len` positions; the first S are used."""
 
-    def __init__(self, query_dim: int, max_source_len: int):
+    def __init__(self, *, query_dim: int, max_source_len: int):
         super().__init__()
         self.W_a = nn.Linear(query_dim, max_source_len)
 

@@ -20,7 +20,7 @@ from aiayn.model.state import LayerCache, TransformerState
 class _Sublayers(nn.Module):
     """Residual connection + LayerNorm around a sublayer, post-LN or pre-LN."""
 
-    def __init__(self, dropout: float, norm_first: bool):
+    def __init__(self, *, dropout: float, norm_first: bool):
         super().__init__()
         self.dropout, self.norm_first = dropout, norm_first
 
@@ -36,12 +36,12 @@ class _Sublayers(nn.Module):
 class EncoderLayer(_Sublayers):
     """Self-attention then FFN (§3.1)."""
 
-    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, attention_dropout=0.0, activation="relu",
+    def __init__(self, *, d_model, n_heads, d_ff, dropout=0.1, attention_dropout=0.0, activation="relu",
                  norm_first=False, layer_norm_eps=1e-5):
-        super().__init__(dropout, norm_first)
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        super().__init__(dropout=dropout, norm_first=norm_first)
+        self.self_attn = MultiHeadAttention(d_model=d_model, n_heads=n_heads, dropout=attention_dropout)
         self.self_attn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, activation)
+        self.ffn = PositionwiseFeedForward(d_model=d_model, d_ff=d_ff, activation=activation)
         self.ffn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
 
     def forward(self, x, src_mask, need_weights=False):
@@ -55,14 +55,14 @@ class EncoderLayer(_Sublayers):
 class DecoderLayer(_Sublayers):
     """Masked self-attention, encoder-decoder (cross) attention, then FFN (§3.1)."""
 
-    def __init__(self, d_model, n_heads, d_ff, dropout=0.1, attention_dropout=0.0, activation="relu",
+    def __init__(self, *, d_model, n_heads, d_ff, dropout=0.1, attention_dropout=0.0, activation="relu",
                  norm_first=False, layer_norm_eps=1e-5):
-        super().__init__(dropout, norm_first)
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        super().__init__(dropout=dropout, norm_first=norm_first)
+        self.self_attn = MultiHeadAttention(d_model=d_model, n_heads=n_heads, dropout=attention_dropout)
         self.self_attn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        self.cross_attn = MultiHeadAttention(d_model=d_model, n_heads=n_heads, dropout=attention_dropout)
         self.cross_attn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, activation)
+        self.ffn = PositionwiseFeedForward(d_model=d_model, d_ff=d_ff, activation=activation)
         self.ffn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
 
     def _self_attention(self, h, cache, need_weights):
@@ -96,22 +96,25 @@ def _stack(weights: list) -> torch.Tensor:
 class Transformer(nn.Module):
     """Encoder-decoder Transformer with the shared seq2seq interface (see aiayn/model/__init__.py)."""
 
-    def __init__(self, src_vocab_size, tgt_vocab_size, pad_id, d_model=512, n_heads=8, d_ff=2048,
+    def __init__(self, *, src_vocab_size, tgt_vocab_size, pad_id, d_model=512, n_heads=8, d_ff=2048,
                  n_encoder_layers=6, n_decoder_layers=6, dropout=0.1, attention_dropout=0.0,
                  activation="relu", norm_first=False, positional="sinusoidal", max_len=1024,
-                 share_embeddings=False, tie_output=True, layer_norm_eps=1e-5, *, output_bias=False):
+                 share_embeddings=False, tie_output=True, layer_norm_eps=1e-5, output_bias=False):
         super().__init__()
         if share_embeddings and src_vocab_size != tgt_vocab_size:
             raise ValueError(f"share_embeddings needs one joint vocabulary, but src_vocab_size="
                              f"{src_vocab_size} != tgt_vocab_size={tgt_vocab_size}")
         self.pad_id, self.d_model, self.dropout = pad_id, d_model, dropout
-        self.src_embed = TokenEmbedding(src_vocab_size, d_model, pad_id)
-        self.tgt_embed = self.src_embed if share_embeddings else TokenEmbedding(tgt_vocab_size, d_model, pad_id)
+        self.src_embed = TokenEmbedding(vocab_size=src_vocab_size, d_model=d_model, pad_id=pad_id)
+        self.tgt_embed = self.src_embed if share_embeddings else \
+            TokenEmbedding(vocab_size=tgt_vocab_size, d_model=d_model, pad_id=pad_id)
         pos_cls = SinusoidalPositionalEncoding if positional == "sinusoidal" else LearnedPositionalEmbedding
-        self.positional = pos_cls(d_model, max_len)
-        layer_args = (d_model, n_heads, d_ff, dropout, attention_dropout, activation, norm_first, layer_norm_eps)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(n_encoder_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(n_decoder_layers))
+        self.positional = pos_cls(d_model=d_model, max_len=max_len)
+        layer_args = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout,
+                          attention_dropout=attention_dropout, activation=activation, norm_first=norm_first,
+                          layer_norm_eps=layer_norm_eps)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(**layer_args) for _ in range(n_encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(**layer_args) for _ in range(n_decoder_layers))
         # pre-LN leaves the last residual stream un-normalized, so both stacks end with a LayerNorm
         self.encoder_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
