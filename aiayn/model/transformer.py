@@ -14,6 +14,7 @@ from aiayn.model.dropout import dropout
 from aiayn.model.embedding import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, TokenEmbedding
 from aiayn.model.feed_forward import PositionwiseFeedForward
 from aiayn.model.masks import padding_mask
+from aiayn.model.output_projection import PreparedWeight, project
 from aiayn.model.state import LayerCache, TransformerState
 
 
@@ -168,20 +169,10 @@ class Transformer(nn.Module):
         """One row per sentence. Every layer's cross-attention K/V are computed once, per sentence; the
         self-attention cache starts empty."""
         caches = [LayerCache(*layer.cross_attn.project_kv(memory, memory)) for layer in self.decoder_layers]
-        return TransformerState(caches, padding_mask(src, self.pad_id), self._generator_t(), self.generator.bias)
-
-    def _generator_t(self) -> torch.Tensor:
-        """The output projection's weight as (D, V), contiguous: (R, D) x (D, V) is about 20% faster per
-        decoding step than torch's linear on the (V, D) weight. Kept until the weight changes (training
-        updates it in place, which bumps its version), so a batch of one sentence does not pay the copy."""
-        weight = self.generator.weight
-        key = (weight.data_ptr(), weight._version, weight.dtype, weight.device)
-        cached = getattr(self, "_generator_t_cache", None)
-        if cached is None or cached[0] != key:
-            with torch.no_grad():
-                cached = (key, weight.detach().t().contiguous())
-            self._generator_t_cache = cached
-        return cached[1]
+        if not hasattr(self, "_prepared_generator"):  # a cache, not a module attribute of the checkpoint
+            self._prepared_generator = PreparedWeight()
+        generator = self._prepared_generator.get(self.generator.weight)
+        return TransformerState(caches, padding_mask(src, self.pad_id), generator, self.generator.bias)
 
     def decode_step(self, tokens: torch.Tensor, state: TransformerState, return_attention: bool = False):
         """tokens (R,) = the newest target token of each row -> (log_probs (R, V), state (updated in place,
@@ -195,10 +186,7 @@ class Transformer(nn.Module):
             cross_ws.append(cross_w)
         state.step += 1
         hidden = self.decoder_norm(x[:, 0])  # (R, D)
-        if state.generator_bias is None:
-            logits = hidden @ state.generator_t
-        else:
-            logits = torch.addmm(state.generator_bias, hidden, state.generator_t)
+        logits = project(hidden, state.generator, state.generator_bias)  # (R, V)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         maps = {"decoder_self": _stack(self_ws), "cross": _stack(cross_ws)} if return_attention else None
         return log_probs, state, maps
