@@ -170,3 +170,19 @@ def test_bad_config_values_are_clear_errors():
         ModelConfig.preset("nope")
     with pytest.raises(ValueError, match="score"):
         ModelConfig.preset("rnn-luong", score="magic")
+
+
+def test_prepared_output_projection_matches_linear_and_follows_weight_updates():
+    from aiayn.model.output_projection import PreparedWeight, prepare, project
+
+    weight, bias, hidden = torch.randn(50, 16), torch.randn(50), torch.randn(7, 16)
+    expected = nn.functional.linear(hidden, weight, bias)
+    with torch.no_grad():  # the packed (oneDNN) form where this torch has it, else the transposed one
+        torch.testing.assert_close(project(hidden, prepare(weight), bias), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(project(hidden, prepare(weight), None), hidden @ weight.t(), atol=1e-5, rtol=1e-5)
+    cache = PreparedWeight()
+    with torch.no_grad():
+        first = cache.get(weight)
+        assert cache.get(weight) is first  # kept while the weight is unchanged
+        weight.mul_(2)  # an optimizer's in-place update
+        torch.testing.assert_close(project(hidden, cache.get(weight), None), hidden @ weight.t(), atol=1e-5, rtol=1e-5)
