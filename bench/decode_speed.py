@@ -9,7 +9,8 @@ the sentences at the same time; CTranslate2 with intra_threads 1 and 2, and inte
 aiayn uses GNMT's length penalty, CTranslate2 length^alpha, so a few sentences may differ.
 
     python bench/decode_speed.py --model runs/multi30k_de_en --pair de-en --data-dir ../shared/data/multi30k \
-        [--split test_2016_flickr] [--limit 400] [--beam 4] [--batch-sizes 64 1] [--repeats 3] [--no-ct2]
+        [--split test_2016_flickr] [--limit 400] [--beam 4] [--batch-sizes 64 1] [--token-budgets 1500]
+        [--repeats 3] [--no-ct2] [--layouts NAME ...]
 """
 
 import argparse
@@ -54,7 +55,8 @@ def aiayn_worker(args) -> dict:
     translator = Translator.from_pretrained(args.model)
     translator.translate(sources[:8], beam=args.beam)  # warm-up
     start = time.perf_counter()
-    results = translator.translate(sources, beam=args.beam, batch_size=args.batch_size)
+    results = translator.translate(sources, beam=args.beam, batch_size=args.batch_size,
+                                   max_tokens=args.max_tokens or None)
     return {"start": start, "seconds": time.perf_counter() - start, "sentences": len(sources),
             "tokens": sum(len(r.tokens) + 1 for r in results)}  # + </s>
 
@@ -70,8 +72,9 @@ def ct2_worker(args) -> dict:
     options = dict(beam_size=args.beam, length_penalty=job["alpha"], suppress_sequences=[["<pad>"], ["<s>"]])
     translator.translate_batch(pieces[:8], max_decoding_length=job["limit"], **options)  # warm-up
     start = time.perf_counter()
-    results = translator.translate_batch(pieces, max_batch_size=args.batch_size, max_decoding_length=job["limit"],
-                                         **options)
+    batching = {"max_batch_size": args.max_tokens, "batch_type": "tokens"} if args.max_tokens else \
+        {"max_batch_size": args.batch_size}
+    results = translator.translate_batch(pieces, max_decoding_length=job["limit"], **batching, **options)
     return {"start": start, "seconds": time.perf_counter() - start, "sentences": len(pieces),
             "tokens": sum(len(r.hypotheses[0]) + 1 for r in results)}
 
@@ -92,12 +95,15 @@ def export_job(args, path: str) -> None:
 
 
 # ---- the parent: layouts x batch sizes x repeats ----------------------------------------------------
-def run_layout(args, name: str, batch_size: int, job: str) -> dict:
+def run_layout(args, name: str, batch: tuple[int, int], job: str) -> dict:
+    """batch: (sentences, source tokens) per batch, 0 tokens = no token budget."""
+    batch_size, max_tokens = batch
     engine, settings = LAYOUTS[name]
     procs = settings["procs"]
     base = [sys.executable, __file__, "--worker", engine, "--model", args.model, "--pair", args.pair,
             "--split", args.split, "--limit", str(args.limit), "--beam", str(args.beam),
-            "--batch-size", str(batch_size), "--shards", str(procs), "--ct2-job", job]
+            "--batch-size", str(batch_size), "--max-tokens", str(max_tokens), "--shards", str(procs),
+            "--ct2-job", job]
     if args.data_dir:
         base += ["--data-dir", args.data_dir]
     if engine == "aiayn":
@@ -124,6 +130,9 @@ def main() -> None:
     p.add_argument("--data-dir")
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 1])
+    p.add_argument("--token-budgets", type=int, nargs="*", default=[],
+                   help="also batches of at most this many source tokens, padding included (fairseq's --max-tokens, "
+                        "CTranslate2's batch_type tokens), at most 1024 sentences")
     p.add_argument("--limit", type=int, default=400, help="the first N sentences (0 = all)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-ct2", action="store_true")
@@ -131,6 +140,7 @@ def main() -> None:
     # worker options
     p.add_argument("--worker", choices=["aiayn", "ct2"], help=argparse.SUPPRESS)
     p.add_argument("--batch-size", type=int, default=64, help=argparse.SUPPRESS)
+    p.add_argument("--max-tokens", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--intra", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--inter", type=int, default=1, help=argparse.SUPPRESS)
@@ -154,19 +164,20 @@ def main() -> None:
     print(f"{args.model}: {args.limit or 'all'} sentences of {args.split} ({args.pair}), beam {args.beam}, "
           f"{args.repeats} repeats; median [min-max]", flush=True)
     best = {}
-    for batch_size in args.batch_sizes:
+    batches = [(n, 0) for n in args.batch_sizes] + [(1024, n) for n in args.token_budgets]
+    for batch in batches:
+        label = f"batch {batch[0]:3d}" if not batch[1] else f"{batch[1]} tok"
         for name in layouts:
-            runs = [run_layout(args, name, batch_size, job) for _ in range(args.repeats)]
+            runs = [run_layout(args, name, batch, job) for _ in range(args.repeats)]
             sent, tok = [r["sent_s"] for r in runs], [r["tok_s"] for r in runs]
-            print(f"batch {batch_size:3d}  {name:26s} sentences/s {summary(sent)}   target tokens/s {summary(tok)}",
-                  flush=True)
+            print(f"{label:9s}  {name:26s} sentences/s {summary(sent)}   target tokens/s {summary(tok)}", flush=True)
             engine = LAYOUTS[name][0]
-            if statistics.median(sent) > best.get((engine, batch_size), (0, ""))[0]:
-                best[engine, batch_size] = (statistics.median(sent), name)
-    for batch_size in args.batch_sizes:
-        if ("aiayn", batch_size) in best and ("ct2", batch_size) in best:
-            (a, a_name), (c, c_name) = best["aiayn", batch_size], best["ct2", batch_size]
-            print(f"batch {batch_size:3d}: aiayn's best ({a_name}) / CTranslate2's best ({c_name}) = {a / c:.2f}x")
+            if statistics.median(sent) > best.get((engine, label), (0, ""))[0]:
+                best[engine, label] = (statistics.median(sent), name)
+    for label in dict.fromkeys(label for _, label in best):
+        if ("aiayn", label) in best and ("ct2", label) in best:
+            (a, a_name), (c, c_name) = best["aiayn", label], best["ct2", label]
+            print(f"{label}: aiayn's best ({a_name}) / CTranslate2's best ({c_name}) = {a / c:.2f}x")
 
 
 if __name__ == "__main__":
