@@ -51,6 +51,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--top-p", type=float, help="with --sample: only the smallest set of tokens whose probability "
                    "reaches p, in (0, 1] (default: 1.0 = all)")
     p.add_argument("--seed", type=int, help="with --sample: makes the samples repeatable (default: random)")
+    p.add_argument("--min-length", type=int, default=0, help="output tokens (subwords) before </s> may end a "
+                   "translation (default: 0)")
+    p.add_argument("--no-repeat-ngram-size", type=int, default=0, help="no n-gram of this many subwords twice in "
+                   "a translation (default: 0 = off)")
+    p.add_argument("--target-prefix", metavar="FILE", help="one line per input line: each translation starts "
+                   "with its line's text and the search continues after it (a blank line: no prefix)")
+    p.add_argument("--max-tokens", type=int, help="batches of at most this many source tokens, padding "
+                   "included, as well as at most --batch-size sentences (default: sentences only)")
     p.add_argument("--alignment", action="store_true", help="also print word alignments after ' ||| ': Pharaoh "
                    "i-j (source word i, output word j, 0-based) from the last layer's cross-attention averaged "
                    "over heads, subwords merged into words (default: off; --n-best 1, native engine)")
@@ -106,10 +114,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--port", type=_port, default=8000, help="port, 1-65535 (default: 8000)")
     p.add_argument("--threads", type=int, default=1, help="torch threads for decoding; 0 = torch's default, one "
                    "per core (default: 1, which leaves a core to the server: BENCHMARKS.md measured 2.5x the "
-                   "requests per second on 2 cores)")
+                   "requests per second on 2 cores; --engine ct2 decodes on 1 CTranslate2 thread whatever this says)")
     p.add_argument("--engine", choices=["native", "ct2"], default="native",
-                   help="native only: the page shows attention maps, which CTranslate2 does not give; ct2 is "
-                        "refused at start (default: native)")
+                   help="native: the page, attention maps and the JSON API; ct2: CTranslate2 (an export cached in "
+                        "MODEL/ct2/, needs aiayn[export]) for the plain JSON API only (/api/translate with "
+                        "\"attention\": false, /api/translate_batch): no page, no maps (default: native)")
+    p.add_argument("--compute-type", default=None, help=COMPUTE_HELP)
 
 
 def check_output_file(path: str, inputs=(), model_dirs=()) -> None:
@@ -184,7 +194,9 @@ def _sampling_options(args):
             raise AiaynError(f"{', '.join(given)} only with --sample (beam search does not sample)")
         return None
     beam_options = {"--beam": args.beam is not None, "--alpha": args.alpha is not None,
-                    "--alignment": args.alignment, "--n-best": args.n_best != 1}
+                    "--alignment": args.alignment, "--n-best": args.n_best != 1,
+                    "--min-length": args.min_length != 0, "--no-repeat-ngram-size": args.no_repeat_ngram_size != 0,
+                    "--target-prefix": args.target_prefix is not None}
     clashes = [option for option, given in beam_options.items() if given]
     if clashes:
         raise AiaynError(f"--sample draws one translation per sentence: drop {', '.join(clashes)}")
@@ -197,6 +209,7 @@ def _sampling_options(args):
 
 def cmd_translate(args) -> int:
     from aiayn.data.corpus import iter_stream_lines, read_lines
+    from aiayn.decoding.translator import check_controls
     from aiayn.errors import AiaynError
     from aiayn.inspect.capture import word_alignment
 
@@ -207,20 +220,34 @@ def cmd_translate(args) -> int:
     if args.engine == "ct2" and (args.alignment or sampling):
         raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} needs the native engine "
                          f"(--engine native): CTranslate2 gives neither aiayn's attention maps nor its sampling")
+    check_controls(args.min_length, args.no_repeat_ngram_size, args.max_tokens)
+    prefixes = read_lines(args.target_prefix) if args.target_prefix else None
     translator = _load_translator(args, args.model)
     _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading any input
 
-    def decode(lines: list[str]) -> list:
+    def decode(lines: list[str], first_line: int = 0) -> list:
+        """first_line: where `lines` start in the whole input (interactive mode decodes one at a time)."""
         if sampling is not None:
             return translator.sample(lines, options=sampling, batch_size=args.batch_size)
+        prefix = None
+        if prefixes is not None:
+            if first_line + len(lines) > len(prefixes):
+                raise AiaynError(f"--target-prefix {args.target_prefix} has {len(prefixes)} lines, fewer than the "
+                                 f"input's {first_line + len(lines)}: give one line per input line")
+            prefix = prefixes[first_line: first_line + len(lines)]
         return translator.translate(lines, args.beam, args.n_best, args.alpha, args.alignment, args.batch_size,
-                                    length_penalty_form=args.length_penalty_form)
+                                    length_penalty_form=args.length_penalty_form, min_length=args.min_length,
+                                    no_repeat_ngram_size=args.no_repeat_ngram_size, target_prefix=prefix,
+                                    max_tokens=args.max_tokens)
 
     def render(result) -> str:
         return _render(result, args.n_best, word_alignment(result, translator) if args.alignment else None)
 
     if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
         lines = read_lines(args.input) if args.input else list(iter_stream_lines(sys.stdin.buffer))
+        if prefixes is not None and len(prefixes) != len(lines):
+            raise AiaynError(f"--target-prefix {args.target_prefix} has {len(prefixes)} lines for "
+                             f"{len(lines)} input lines: give one line per input line (a blank one: no prefix)")
         results = decode(lines) if lines else []
         _warn_truncated(results, args.input or "<stdin>")
         text = "".join(render(r) + "\n" for r in results)
@@ -234,7 +261,7 @@ def cmd_translate(args) -> int:
               f"(Ctrl-D to end)", file=sys.stderr)
     try:
         for number, line in enumerate(iter_stream_lines(sys.stdin.buffer), start=1):  # answer each as it comes
-            result = decode([line])[0]
+            result = decode([line], number - 1)[0]
             _warn_truncated([result], f"<stdin> line {number}")
             print(render(result), flush=True)
     except KeyboardInterrupt:  # Ctrl-C ends the session like Ctrl-D, but says it was interrupted
@@ -339,9 +366,6 @@ def cmd_export(args) -> int:
 def cmd_serve(args) -> int:
     from aiayn.errors import AiaynError
 
-    if args.engine != "native":  # before loading anything
-        raise AiaynError("serve --engine ct2: the page and /api/translate show attention maps, which only the "
-                         "native engine gives; serve with --engine native (the default)")
     try:
         import uvicorn
 
@@ -356,7 +380,8 @@ def cmd_serve(args) -> int:
         raise AiaynError(f"--threads {args.threads}: give 0 (torch's default) or 1 to 1024")
     if args.threads:
         torch.set_num_threads(args.threads)
-    uvicorn.run(create_app(Translator.from_pretrained(args.model)), host=args.host, port=args.port)
+    translator = Translator.from_pretrained(args.model, engine=args.engine, compute_type=args.compute_type)
+    uvicorn.run(create_app(translator), host=args.host, port=args.port)
     return 0
 
 

@@ -1,13 +1,37 @@
-"""FastAPI app: POST /api/translate, POST /api/step, GET /api/health, GET /api/info (the model panel),
-GET / (one static page) and GET /static/NAME (its scripts and style: only the files in static/).
+"""FastAPI app: POST /api/translate, POST /api/translate_batch, POST /api/step, GET /api/health, GET /api/info
+(the model panel), GET / (one static page) and GET /static/NAME (its scripts and style: only the files in
+static/).
+
+Endpoints:
+- POST /api/translate {"text", "beam": 4, "attention": true}: with attention (the default, the page's
+  request) every attention map, the subwords and their ids; with "attention": false the plain answer
+  {"translation", "score", "source_tokens", "target_tokens"} (target subwords without </s>);
+- POST /api/translate_batch {"texts": [up to MAX_BATCH_TEXTS], "beam": 4} -> {"translations":
+  [{"translation", "score"}, ...]} in input order; a blank text translates to "" (score 0);
+- POST /api/step: one attention row step by step (the page's step view).
+Plain translations are batched (aiayn.web.batching): the sentences of concurrent requests with the same
+beam are decoded in one Translator.translate call of at most MAX_BATCH sentences and MAX_BATCH_WORK source
+subwords x beam, after waiting MAX_WAIT_S for company when the model was idle, or REJOIN_S after a batch
+while others wait (for the next requests of the clients it answered). Requests with maps, and /api/step,
+stay single jobs (one map set is megabytes of JSON; the page sends one at a time).
+Engines: with the native engine, everything; with ct2 (`aiayn serve --engine ct2`), the plain endpoints,
+/api/health and /api/info; maps and /api/step answer 400 naming --engine native, and GET / is a 404 note.
 
 Built to hold under load and abuse (every bound is a constant below):
-- a body over MAX_BODY bytes is refused with 413 while it arrives, chunked ones too (guards.BodyLimit);
+- a body over MAX_BODY bytes (MAX_BATCH_BODY for /api/translate_batch) is refused with 413 while it
+  arrives, chunked ones too (guards.BodyLimit);
 - requests are strictly typed (422 for "4" or true where a number is due) and bounded in size;
-- the model runs on MAX_RUNNING worker thread(s) behind an admission gate with MAX_WAITING places in its
-  queue; when they are taken the answer is 503 with Retry-After, at once. /api/health never waits for it;
-- a translation gets at most MAX_OUTPUT_TOKENS decoder steps and TIME_LIMIT_S seconds (past it: 503), and
-  its source at most MAX_SOURCE_TOKENS subwords, so the answer is bounded: every attention map of the
+- the model runs on MAX_RUNNING worker thread(s). Requests with maps and /api/step pass an admission gate
+  with MAX_WAITING places in its queue; plain translations queue for the batcher, at most MAX_QUEUED
+  sentences. When either is full the answer is 503 with Retry-After, at once. /api/health never waits;
+- a client that leaves while its request waits in a queue costs no decoding (its job is withdrawn);
+- a translation gets at most MAX_OUTPUT_TOKENS decoder steps and TIME_LIMIT_S seconds (past it: 503). A
+  batch gets the same TIME_LIMIT_S as one request (its work is bounded by MAX_BATCH_WORK); one that runs
+  out is decoded again one sentence at a time, each with its own TIME_LIMIT_S, so a request fails for time
+  only when it alone runs past it, as without batching (the failed batch cost the queue TIME_LIMIT_S);
+- one sentence's user error (AiaynError) reaches only its own request: texts are checked before they are
+  queued, and a batch whose call fails is decoded again one sentence at a time;
+- a source is at most MAX_SOURCE_TOKENS subwords, so the answer is bounded: every attention map of the
   model, rounded to DECIMALS places, at most max_response_bytes(model) (about 2.4 MB for the 2+2-layer,
   4-head demo model); a step answer (/api/step) holds one head's q, K and V: about (2 K + 1) d_k + d_model
   + 6 K numbers of at most 5 decimals for K <= MAX_SOURCE_TOKENS keys (under 0.5 MB for d_k = 64);
@@ -16,17 +40,19 @@ Built to hold under load and abuse (every bound is a constant below):
 - while the app is served, the GIL switch interval is GIL_SWITCH_S, so the event loop waits less for it.
 No file path ever comes from a request: the model is fixed when the app is created."""
 
+import asyncio
 import json
 import logging
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +60,7 @@ from aiayn.errors import AiaynError, BudgetExceeded
 from aiayn.inspect.capture import start_and_end
 from aiayn.inspect.qkv import attention_step
 from aiayn.inspect.rnn_step import rnn_step
+from aiayn.web.batching import Batcher
 from aiayn.web.guards import Admission, BodyLimit, Busy
 from aiayn.web.info import model_info
 
@@ -48,7 +75,20 @@ MAX_SOURCE_TOKENS = 128  # subwords of the source, </s> included (Multi30k sente
 MAX_OUTPUT_TOKENS = 128  # decoder steps of one translation, </s> included
 TIME_LIMIT_S = 5.0  # decoding time of one translation (the heaviest takes 0.3-0.8 s with the demo-size model)
 MAX_RUNNING = 1  # decoding jobs at once: one model on 2 cores, a second job would only share them
-MAX_WAITING = 4  # jobs queued behind it: a client waits at most (1 + 4) x TIME_LIMIT_S
+MAX_WAITING = 4  # jobs with maps or steps queued behind it: such a client waits at most (1 + 4) x TIME_LIMIT_S
+MAX_BATCH_TEXTS = 64  # texts of one /api/translate_batch request
+# every text at its longest with every character escaped as \uXXXX (6 bytes; one outside the BMP is 12, so
+# a batch of such texts may get 413), its quotes and comma, and 1 KB for the rest: 193,216 bytes
+MAX_BATCH_BODY = MAX_BATCH_TEXTS * (6 * MAX_TEXT + 3) + 1024
+MAX_BATCH = 64  # sentences of one batched translate call (the Translator's own batch size)
+MAX_BATCH_WORK = 64 * 32 * 4  # source subwords x beam of one batch: 64 sentences of 32 subwords at beam 4
+#   (Multi30k's are about 20), or 8 of the longest (128) at MAX_BEAM, so a batch fits one TIME_LIMIT_S: 8 of
+#   the longest at beam 8, 128 steps, 0.85 s (demo size); the 64 longest Multi30k test sentences, 2.7 s
+MAX_WAIT_S = 0.002  # for more requests after the first, when the model was idle: requests sent together join
+#   one batch, and a lone request waits 2 ms (in trial runs 5 ms made batches no larger, 0 made them smaller)
+REJOIN_S = 0.015  # after a batch, while others wait: for its clients' next requests (batching.Batcher);
+#   32 clients on 2 cores: batches of 3 and 29 alternating without it, 28-32 with it (BENCHMARKS.md)
+MAX_QUEUED = 256  # plain sentences queued or decoding: 4 batches of MAX_BATCH; then 503
 RETRY_AFTER_S = 2  # the Retry-After of a 503 when the queue is full: a few requests' time
 DECIMALS = 3  # of each attention weight sent: enough for the heatmap and its 3-decimal tooltips
 VALUE_BYTES = len("0.123,")  # the longest a rounded weight is in the JSON (1 is written "1.0")
@@ -63,11 +103,22 @@ class Limits:
     waiting: int = MAX_WAITING
     time_limit_s: float = TIME_LIMIT_S
     max_output_tokens: int = MAX_OUTPUT_TOKENS
+    queued: int = MAX_QUEUED
+    max_batch: int = MAX_BATCH
+    max_wait_s: float = MAX_WAIT_S
+    rejoin_s: float = REJOIN_S
 
 
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)  # strict: "4" or true is no beam size
     text: str = Field(min_length=1, max_length=MAX_TEXT)
+    beam: int = Field(4, ge=1, le=MAX_BEAM)
+    attention: bool = True  # false: the plain translation, without maps (batched with other requests)
+
+
+class TranslateBatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    texts: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(min_length=1, max_length=MAX_BATCH_TEXTS)
     beam: int = Field(4, ge=1, le=MAX_BEAM)
 
 
@@ -119,16 +170,22 @@ def _maps_json(maps: dict) -> str:
     return "{" + ",".join(kinds) + "}"
 
 
+def _source_length(tokenizer, text: str, blank_ok: bool = False, where: str = "") -> int:
+    """The checks of a text before it is decoded -> its number of source subwords, </s> included."""
+    if not text.strip() and not blank_ok:
+        raise AiaynError(f"{where}the text is empty; give some text to translate")
+    n_source = len(tokenizer.encode_source([text])[0]) + 1  # with </s>
+    if n_source > MAX_SOURCE_TOKENS:
+        raise AiaynError(f"{where}the text is {n_source} subword tokens (with </s>); this server takes at most "
+                         f"{MAX_SOURCE_TOKENS}: shorten it")
+    return n_source
+
+
 def _translate(translator, limits: Limits, text: str, beam: int) -> bytes:
     """One translation within the budget -> the JSON the page needs. Serialised here, on the worker
     thread: megabytes of floats serialised on the event loop would stall every other request."""
     tok = translator.tokenizer
-    if not text.strip():
-        raise AiaynError("the text is empty; give some text to translate")
-    n_source = len(tok.encode_source([text])[0]) + 1  # with </s>
-    if n_source > MAX_SOURCE_TOKENS:
-        raise AiaynError(f"the text is {n_source} subword tokens (with </s>); this server takes at most "
-                         f"{MAX_SOURCE_TOKENS}: shorten it")
+    _source_length(tok, text)
     result = translator.translate([text], beam=beam, return_attention=True,
                                   max_output_len=limits.max_output_tokens, time_limit=limits.time_limit_s)[0]
     # as aiayn.inspect.capture: one target token per decoder step, </s> included when the output ended
@@ -157,14 +214,62 @@ def _step(translator, req: StepRequest) -> bytes:
                                  req.head, req.query)).encode()
 
 
+def _decode_plain(translator, limits: Limits, beam: int, texts: list[str]) -> list:
+    """A batch of plain translations (the batcher's decode, on the worker thread): one Translator call."""
+    return translator.translate(texts, beam=beam, return_attention=False, max_output_len=limits.max_output_tokens,
+                                time_limit=limits.time_limit_s)
+
+
+async def _translate_plain(batcher: Batcher, tokenizer, texts: list[str], beam: int, batch: bool) -> bytes:
+    """Plain translations of `texts` through the batcher -> the JSON of /api/translate (one text,
+    attention false) or of /api/translate_batch. Every text is checked before any is queued."""
+    where = (lambda i: f"texts[{i}]: ") if batch else (lambda i: "")
+    lengths = [_source_length(tokenizer, text, blank_ok=batch, where=where(i)) for i, text in enumerate(texts)]
+    results = await batcher.translate(beam, texts, [n * beam for n in lengths])
+    if batch:
+        return _dumps({"translations": [{"translation": r.text, "score": r.score} for r in results]}).encode()
+    r = results[0]
+    return _dumps({"translation": r.text, "score": r.score, "source_tokens": r.src_tokens,
+                   "target_tokens": r.tokens}).encode()
+
+
 def _error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-async def _answer(admission: Admission, limits: Limits, job) -> Response:
-    """Run a model job behind the admission gate; its result or its error as a response."""
+class ClientLeft(Exception):
+    """The client closed the connection before its answer was ready."""
+
+
+async def _client_left(request: Request) -> None:
+    """Returns when the client has gone. The body has been read, so the next ASGI message is
+    http.disconnect, which comes when the connection closes (uvicorn, the test client and httpx's ASGI
+    transport all hold it back until then)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _unless_client_leaves(request: Request, work):
+    """The result of the coroutine `work`; ClientLeft (and `work` cancelled, which withdraws a job still
+    queued) when the client goes first: nobody would read the answer."""
+    job, gone = asyncio.ensure_future(work), asyncio.ensure_future(_client_left(request))
     try:
-        return Response(await admission.run(job), media_type="application/json")
+        await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not job.done():  # the client left, or this request is cancelled
+            job.cancel()
+    if not job.done():
+        raise ClientLeft()
+    return job.result()
+
+
+async def _answer(request: Request, limits: Limits, work) -> Response:
+    """Await a model job (a coroutine -> the answer's JSON bytes); its result or its error as a response."""
+    try:
+        return Response(await _unless_client_leaves(request, work), media_type="application/json")
+    except ClientLeft:
+        return Response(status_code=499)  # "client closed request" (nginx's code): nobody reads it
     except Busy:
         return _error(503, "the server is busy with other translations; retry in a moment",
                       {"Retry-After": str(RETRY_AFTER_S)})
@@ -180,12 +285,24 @@ async def _answer(admission: Admission, limits: Limits, job) -> Response:
         return _error(500, "internal server error (details are in the server's log)")
 
 
+NATIVE_ONLY = ("attention maps and the step view need the native engine, and this server runs --engine ct2 "
+               "(CTranslate2 gives no per-layer, per-head maps): send \"attention\": false for a plain translation, "
+               "or serve with --engine native")
+NO_PAGE = ("no page here: this server runs --engine ct2, and the page shows attention maps, which need "
+           "--engine native. The JSON API answers POST /api/translate with \"attention\": false and POST "
+           "/api/translate_batch")
+
+
 def create_app(translator, limits: Limits = Limits()) -> FastAPI:
-    if getattr(translator, "engine", "native") != "native":  # the page is built on the maps
-        raise AiaynError("the web app shows attention maps, which only the native engine gives: serve a "
-                         "Translator made with engine='native' (aiayn serve --engine native)")
-    admission = Admission(limits.running, limits.waiting)
-    health_info = {"status": "ok", "arch": translator.arch, "model": Path(translator.model_dir or "").name}
+    engine = getattr(translator, "engine", "native")  # ct2: the plain endpoints only (no maps, no page)
+    # one worker pool for every model job: the batches and the single jobs take turns on the model
+    pool = ThreadPoolExecutor(max_workers=limits.running, thread_name_prefix="aiayn-decode")
+    admission = Admission(pool, limits.running + limits.waiting)
+    batcher = Batcher(partial(_decode_plain, translator, limits), pool, max_batch=limits.max_batch,
+                      max_work=MAX_BATCH_WORK, max_wait_s=limits.max_wait_s, rejoin_s=limits.rejoin_s,
+                      capacity=limits.queued)
+    health_info = {"status": "ok", "arch": translator.arch, "engine": engine,
+                   "model": Path(translator.model_dir or "").name}
 
     @asynccontextmanager
     async def lifespan(app):
@@ -198,29 +315,49 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
             yield
         finally:
             sys.setswitchinterval(previous)
-            admission.shutdown()
+            pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="aiayn", docs_url=None, redoc_url=None, lifespan=lifespan)
-    app.add_middleware(BodyLimit, max_bytes=MAX_BODY)
-    app.state.admission = admission  # tests watch its queue
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY, per_path={"/api/translate_batch": MAX_BATCH_BODY})
+    app.state.admission, app.state.batcher = admission, batcher  # tests watch their queues
 
     @app.get("/api/health")
     async def health():
         return health_info  # async and computed once: never waits for the model or its thread
 
     @app.post("/api/translate")
-    async def translate(req: TranslateRequest):
-        return await _answer(admission, limits, partial(_translate, translator, limits, req.text, req.beam))
+    async def translate(req: TranslateRequest, request: Request):
+        if not req.attention:
+            return await _answer(request, limits, _translate_plain(batcher, translator.tokenizer, [req.text],
+                                                                   req.beam, batch=False))
+        if engine != "native":
+            return _error(400, NATIVE_ONLY)
+        job = partial(_translate, translator, limits, req.text, req.beam)
+        return await _answer(request, limits, admission.run(job))
+
+    @app.post("/api/translate_batch")
+    async def translate_batch(req: TranslateBatchRequest, request: Request):
+        return await _answer(request, limits, _translate_plain(batcher, translator.tokenizer, req.texts, req.beam,
+                                                               batch=True))
 
     @app.post("/api/step")
-    async def step(req: StepRequest):
-        return await _answer(admission, limits, partial(_step, translator, req))
+    async def step(req: StepRequest, request: Request):
+        if engine != "native":
+            return _error(400, NATIVE_ONLY)
+        return await _answer(request, limits, admission.run(partial(_step, translator, req)))
 
-    info = model_info(translator, MAX_SOURCE_TOKENS, MAX_TEXT)
+    info = {**model_info(translator, MAX_SOURCE_TOKENS, MAX_TEXT), "engine": engine}
 
     @app.get("/api/info")
     async def model_panel():
         return info  # computed once, like health_info
+
+    if engine != "native":
+        @app.get("/")
+        def no_page():
+            return _error(404, NO_PAGE)
+
+        return app
 
     @app.get("/")
     def index():

@@ -1,6 +1,7 @@
 """What keeps the server standing under load and abuse: a request-body limit enforced while the body
-arrives, and an admission gate in front of the model (a bounded number of decoding jobs, run on their own
-threads so the event loop stays free for cheap requests such as /api/health)."""
+arrives (larger for the paths given one), and an admission gate in front of the model (a bounded number of
+decoding jobs, run on the model's worker thread so the event loop stays free for cheap requests such as
+/api/health). The plain translations have a bounded queue of their own: aiayn.web.batching."""
 
 import asyncio
 import json
@@ -18,7 +19,8 @@ async def send_json(send, status: int, payload: dict, headers: tuple = ()) -> No
 
 
 class BodyLimit:
-    """Pure ASGI middleware: 413 for a request body over `max_bytes`.
+    """Pure ASGI middleware: 413 for a request body over `max_bytes`, or over `per_path[path]` for the
+    paths it names (an endpoint that takes many texts at once).
 
     A declared Content-Length is checked before anything is read (the fast path). A chunked body has no
     length up front, so `receive` is wrapped and counts the bytes as they arrive: the moment the count
@@ -26,17 +28,18 @@ class BodyLimit:
     is buffered here, and the server reads the socket only as fast as the app asks (uvicorn pauses reading
     past 64 KiB), so an oversized body costs about the limit plus 128 KiB of memory, whatever its size."""
 
-    def __init__(self, app, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app, max_bytes: int, per_path: dict[str, int] | None = None):
+        self.app, self.max_bytes, self.per_path = app, max_bytes, per_path or {}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limit = self.per_path.get(scope["path"], self.max_bytes)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and not length.isdigit():
             return await send_json(send, 400, {"error": "Content-Length is not a number"})
-        if length is not None and int(length) > self.max_bytes:
-            return await self._refuse(send)
+        if length is not None and int(length) > limit:
+            return await self._refuse(send, limit)
         received, refused, started = 0, False, False
 
         async def counted_receive():
@@ -46,10 +49,10 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > limit:
                     refused = True
                     if not started:  # an app that already answers keeps its answer
-                        await self._refuse(send)
+                        await self._refuse(send, limit)
                     return {"type": "http.disconnect"}  # the app stops reading and gives up
             return message
 
@@ -62,9 +65,9 @@ class BodyLimit:
 
         await self.app(scope, counted_receive, guarded_send)
 
-    async def _refuse(self, send) -> None:
+    async def _refuse(self, send, limit: int) -> None:
         # connection: close, because the rest of the body is never read
-        await send_json(send, 413, {"error": f"request body over {self.max_bytes} bytes"},
+        await send_json(send, 413, {"error": f"request body over {limit} bytes"},
                         (("connection", "close"),))
 
 
@@ -73,18 +76,18 @@ class Busy(Exception):
 
 
 class Admission:
-    """At most `running` jobs at once, each on a worker thread, and at most `waiting` more queued behind
-    them; a job beyond that is refused at once (Busy) rather than queued without bound.
+    """At most `capacity` jobs admitted at once: running on `executor` (the model's worker thread(s)) or
+    queued for it; a job beyond that is refused at once (Busy) rather than queued without bound.
 
     A place is given back when the job itself ends, not when its request does: a client that leaves
     while its job runs does not free a place that the model is still busy with (a job still queued is
     cancelled instead)."""
 
-    def __init__(self, running: int, waiting: int):
-        self.capacity = running + waiting
+    def __init__(self, executor: ThreadPoolExecutor, capacity: int):
+        self.capacity = capacity
         self.admitted = 0  # jobs queued or running (tests watch it)
         self._lock = threading.Lock()  # jobs end on worker threads
-        self._pool = ThreadPoolExecutor(max_workers=running, thread_name_prefix="aiayn-decode")
+        self._pool = executor
 
     async def run(self, job):
         """job(), on a worker thread, once admitted; Busy at once if it cannot be."""
@@ -99,6 +102,3 @@ class Admission:
     def _release(self, _: Future) -> None:
         with self._lock:
             self.admitted -= 1
-
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,151 @@
+"""Dynamic batching for the server: plain translations (no attention maps) that arrive together are
+decoded in one Translator.translate call, which costs little more than one sentence alone.
+
+How a batch forms (the bookkeeping runs on the event loop; only the decoding runs on the worker thread):
+- every sentence of a request is an Item in one queue, in arrival order, with the key of its options
+  (the beam): one translate call takes one beam, so items with other keys never share a call;
+- the oldest item opens the next batch. If it arrived less than `max_wait_s` ago (the model was idle),
+  the batcher waits until it is that old, so that the requests sent at about the same time join it;
+  when the model was busy, the items are older than that already. When a batch ends while other
+  requests wait, the next batch waits `rejoin_s` for the clients just answered to send their next
+  sentence, so that concurrent clients share one batch rather than alternate in two;
+- the batch takes the queued items with the oldest one's key, in arrival order, up to `max_batch`
+  sentences and `max_work` units of work (source subwords x beam): a batch of the longest sentences is
+  small, so every batch costs about the same and fits the time budget of one request;
+- while a batch decodes, new requests queue, so under load the batches grow by themselves.
+Bounds: at most `capacity` sentences queued or decoding; a request that does not fit is refused at
+once (Busy: the app answers 503 with Retry-After). A request cancelled while its sentences wait (its
+client left) takes them out of the queue: they cost no decoding.
+Failures: when a batch's call fails (a time budget run out, an error that the checks before the queue
+missed, a bug), its sentences are decoded again one at a time, so each request gets its own result or
+its own error, never a neighbour's."""
+
+import asyncio
+import logging
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+from aiayn.web.guards import Busy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)  # identity: two requests for the same text are two items
+class Item:
+    key: Hashable  # the options every item of a batch shares
+    text: str
+    work: int  # source subwords x beam: what the sentence costs the model, roughly
+    arrival: float  # loop.time()
+    future: asyncio.Future
+
+
+class Batcher:
+    def __init__(self, decode: Callable[[Hashable, list[str]], list], executor, *, max_batch: int, max_work: int,
+                 max_wait_s: float, rejoin_s: float, capacity: int):
+        """decode(key, texts) -> one result per text, in order; it runs on `executor` (the model's worker
+        thread, shared with the app's other model jobs) and may raise for the whole call."""
+        self.decode, self.executor = decode, executor
+        self.max_batch, self.max_work, self.capacity = max_batch, max_work, capacity
+        self.max_wait_s, self.rejoin_s = max_wait_s, rejoin_s
+        self.queue: list[Item] = []  # waiting, oldest first
+        self.admitted = 0  # sentences queued or decoding (tests watch it)
+        self._driver: asyncio.Task | None = None
+
+    async def translate(self, key: Hashable, texts: list[str], works: list[int]) -> list:
+        """The results of `texts`, decoded with the options `key`, in order; Busy at once if they do not
+        fit in the queue. The first error of one of them is raised (its other sentences are dropped)."""
+        if self.admitted + len(texts) > self.capacity:
+            raise Busy()
+        loop = asyncio.get_running_loop()
+        items = [Item(key, text, work, loop.time(), loop.create_future()) for text, work in zip(texts, works)]
+        self.admitted += len(items)
+        self.queue.extend(items)
+        self._start_driver(loop)
+        try:
+            return await asyncio.gather(*(item.future for item in items))
+        except BaseException:  # cancelled (the client left), or one sentence failed: the rest are not wanted
+            self._withdraw(items)
+            raise
+
+    def _withdraw(self, items: list[Item]) -> None:
+        """Take the items still queued out of the queue (items being decoded are given back by the driver)."""
+        gone = {id(item) for item in items}
+        kept = [item for item in self.queue if id(item) not in gone]
+        self.admitted -= len(self.queue) - len(kept)
+        self.queue = kept
+        for item in items:
+            item.future.cancel()  # a no-op for the ones already done
+
+    def _start_driver(self, loop) -> None:
+        # One driver task at a time runs the batches while the queue has items, then ends; the next request
+        # starts a new one. A driver of another event loop is dead (the test client runs a loop per request).
+        if self._driver is None or self._driver.done() or self._driver.get_loop() is not loop:
+            self._driver = loop.create_task(self._drive())
+
+    async def _drive(self) -> None:
+        loop = asyncio.get_running_loop()
+        rejoin_until = 0.0
+        while self.queue:
+            # the model was idle: a moment for company; or a batch just ended while others waited: a moment
+            # for its clients to come back (not cut short when the batch fills: the waits are milliseconds)
+            wait = max(self.queue[0].arrival + self.max_wait_s, rejoin_until) - loop.time()
+            if wait > 0 and len(self.queue) < self.max_batch:
+                await asyncio.sleep(wait)
+            if not self.queue:  # every request left during the wait
+                return
+            batch = self._take(self.queue[0].key)
+            try:
+                outcomes = await loop.run_in_executor(self.executor, self._decode_each, batch[0].key,
+                                                      [item.text for item in batch])
+            except asyncio.CancelledError:  # the event loop is closing
+                self._settle(batch, [RuntimeError("the server is stopping")] * len(batch))
+                raise
+            except Exception as err:  # the executor was shut down: the server is stopping
+                outcomes = [err] * len(batch)
+            self._settle(batch, outcomes)
+            # Requests still queued mean concurrent clients. The ones just answered often send their next
+            # sentence at once (a document sent sentence by sentence); without waiting for them, the clients
+            # split into two groups that alternate in half-size batches, and smaller batches decode slower.
+            rejoin_until = loop.time() + self.rejoin_s if self.queue else 0.0
+
+    def _take(self, key: Hashable) -> list[Item]:
+        """The next batch: the oldest item and the queued items with its key, oldest first, within the
+        bounds of size and work. The oldest item always goes, so no request waits for ever."""
+        batch, work, rest = [], 0, []
+        for item in self.queue:
+            fits = item.key == key and len(batch) < self.max_batch and (not batch or work + item.work <= self.max_work)
+            if fits:
+                batch.append(item)
+                work += item.work
+            else:
+                rest.append(item)
+        self.queue = rest
+        return batch
+
+    def _settle(self, batch: list[Item], outcomes: list) -> None:
+        self.admitted -= len(batch)
+        for item, outcome in zip(batch, outcomes, strict=True):
+            if item.future.done():  # its request is gone
+                continue
+            if isinstance(outcome, BaseException):
+                item.future.set_exception(outcome)
+            else:
+                item.future.set_result(outcome)
+
+    def _decode_each(self, key: Hashable, texts: list[str]) -> list:
+        """On the worker thread: the batch's results, or, when its call fails, each sentence's own result
+        or exception (an exception object in its place) from decoding it alone."""
+        try:
+            return self.decode(key, texts)
+        except Exception as err:
+            if len(texts) == 1:
+                return [err]
+            log.info("a batch of %d sentences failed (%s: %s); decoding them one at a time", len(texts),
+                     type(err).__name__, err)
+        outcomes = []
+        for text in texts:
+            try:
+                outcomes.extend(self.decode(key, [text]))
+            except Exception as err:
+                outcomes.append(err)
+        return outcomes
