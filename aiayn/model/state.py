@@ -6,12 +6,11 @@ A state has R rows (hypotheses being extended) belonging to B' sentences, R / B'
 sentences (B'',) the current sentences (None: the same sentences), and row r of the new state must come
 from sentence r // (R' / B'') of the new sentence list. What belongs to a sentence rather than to a row
 (the Transformer's cross-attention K/V and source mask) is stored once per sentence, so beam search
-copies it only when sentences leave the batch, not at every step. Like decode_step, which updates a state
-in place, select hands its buffers on: the state it was called on must not be used again. Nothing here is
-a module; states hold tensors only.
+copies it only when sentences leave the batch, not at every step. Nothing here is a module; states hold
+tensors only.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -22,54 +21,42 @@ def _pick(t: torch.Tensor | None, indices: torch.Tensor | None, dim: int = 0) ->
 
 @dataclass
 class LayerCache:
-    """KV cache of one decoder layer. Cross-attention K/V (B', H, S, d_head), computed once from the
-    encoder memory, per sentence. Self-attention K/V: positions [0, length) of preallocated buffers
-    (rows, H, capacity, d_head), written in place one position per step; a second pair of buffers takes
-    the rows a `select` keeps (one index_select into it), so no step allocates memory or copies the cache
-    more than once, and greedy decoding (no select) copies nothing. Capacity doubles when full."""
+    """KV cache of one decoder layer. Self-attention K/V (R, H, t, d_head) grow by one position per step;
+    cross-attention K/V (B', H, S, d_head), computed once from the encoder memory, per sentence."""
 
     cross_k: torch.Tensor
     cross_v: torch.Tensor
-    buffers: list = field(default_factory=list)  # [(k, v) in use, (k, v) spare], each (rows, H, capacity, d_head)
-    rows: int = 0  # rows in use
-    length: int = 0  # positions cached
-    pending_rows: torch.Tensor | None = None  # a select not yet applied to the self-attention buffers
+    self_k: torch.Tensor | None = None
+    self_v: torch.Tensor | None = None
+    pending_rows: torch.Tensor | None = None  # a select not yet applied to self_k/self_v (see append_self)
 
     def append_self(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """k, v (R, H, 1, d_head) of the new position -> the cached K, V with it, (R, H, t + 1, d_head)
-        (views of the buffers, valid until the next step)."""
-        R, t = k.size(0), self.length
-        if not self.buffers or R > self.buffers[0][0].size(0) or t + 1 > self.buffers[0][0].size(2):
-            self._grow(k, v)
-        if self.pending_rows is not None:  # the kept rows go to the spare buffers, which are then in use
-            (old_k, old_v), (new_k, new_v) = self.buffers
-            torch.index_select(old_k[: self.rows, :, :t], 0, self.pending_rows, out=new_k[:R, :, :t])
-            torch.index_select(old_v[: self.rows, :, :t], 0, self.pending_rows, out=new_v[:R, :, :t])
-            self.buffers.reverse()
-            self.pending_rows = None
-        buf_k, buf_v = self.buffers[0]
-        buf_k[:R, :, t] = k[:, :, 0]
-        buf_v[:R, :, t] = v[:, :, 0]
-        self.rows, self.length = R, t + 1
-        return buf_k[:R, :, : t + 1], buf_v[:R, :, : t + 1]
+        """k, v (R, H, 1, d_head) of the new position -> the cache with it, (R, H, t + 1, d_head).
+        A pending row selection and the append are one copy into a new buffer (index_select writes
+        into its slice), not two (a gather, then a torch.cat)."""
+        if self.self_k is None:  # the first position: nothing to select from
+            self.self_k, self.self_v, self.pending_rows = k, v, None
+            return k, v
+        self.self_k = self._extend(self.self_k, k)
+        self.self_v = self._extend(self.self_v, v)
+        self.pending_rows = None
+        return self.self_k, self.self_v
 
-    def _grow(self, k: torch.Tensor, v: torch.Tensor) -> None:
-        """New buffers with room for R rows and twice the positions; the cache so far copied over, its
-        pending select applied on the way."""
-        R, H, _, d = k.shape
-        capacity = max(16, 2 * (self.length + 1))
-        fresh = [tuple(k.new_empty(R, H, capacity, d) for _ in range(2)) for _ in range(2)]
-        if self.buffers and self.length:
-            rows = self.pending_rows if self.pending_rows is not None else torch.arange(R, device=k.device)
-            for old, new in zip(self.buffers[0], fresh[0]):
-                torch.index_select(old[: self.rows, :, : self.length], 0, rows, out=new[:R, :, : self.length])
-        self.buffers, self.pending_rows = fresh, None
+    def _extend(self, cache: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        t = cache.size(2)
+        out = new.new_empty(new.size(0), new.size(1), t + 1, new.size(3))
+        if self.pending_rows is None:
+            out[:, :, :t] = cache
+        else:
+            torch.index_select(cache, 0, self.pending_rows, out=out[:, :, :t])
+        out[:, :, t:] = new
+        return out
 
     def select(self, rows: torch.Tensor, sentences: torch.Tensor | None) -> "LayerCache":
         if self.pending_rows is not None:  # two selects in a row (no step between): compose them
             rows = self.pending_rows.index_select(0, rows)
-        return LayerCache(_pick(self.cross_k, sentences), _pick(self.cross_v, sentences), self.buffers, self.rows,
-                          self.length, rows)
+        return LayerCache(_pick(self.cross_k, sentences), _pick(self.cross_v, sentences), self.self_k,
+                          self.self_v, rows)
 
 
 @dataclass
