@@ -33,7 +33,10 @@ class LayerCache:
     def append_self(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """k, v (R, H, 1, d_head) of the new position -> the cache with it, (R, H, t + 1, d_head).
         A pending row selection and the append are one copy into a new buffer (index_select writes
-        into its slice), not two (a gather, then a torch.cat)."""
+        into its slice), not two (a gather, then a torch.cat). Not preallocated: beam search reorders
+        rows at every step, so each step copies the cache once either way, and buffers written in place
+        (tried: a spare pair of (rows, H, capacity, d_head) buffers) made beam search at batch 64 about 8%
+        slower here, through strided attention inputs and strided index_select (BENCHMARKS.md)."""
         if self.self_k is None:  # the first position: nothing to select from
             self.self_k, self.self_v, self.pending_rows = k, v, None
             return k, v
