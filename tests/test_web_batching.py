@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from aiayn.cli import main
+from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.translator import Translator
 from aiayn.errors import AiaynError, BudgetExceeded
 from aiayn.web.app import MAX_BATCH_BODY, MAX_BATCH_TEXTS, MAX_BODY, MAX_TEXT, Limits, create_app
@@ -41,13 +42,13 @@ class Recording:
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
         self.engine = real.engine
 
-    def translate(self, sentences, beam, return_attention, max_output_len, time_limit):
+    def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
         self.calls.append((list(sentences), beam))
         self.gate.wait(60)  # a failing test must not hang
         if self.fail:
             self.fail(sentences)
         return self.real.translate(sentences, beam=beam, return_attention=return_attention,
-                                   max_output_len=max_output_len, time_limit=time_limit)
+                                   max_output_len=max_output_len, time_limit=time_limit, **controls)
 
 
 async def until(condition, what: str) -> None:
@@ -408,3 +409,32 @@ def test_cli_serve_with_ct2_serves_the_plain_api(ct2_translator, monkeypatch):
     client = TestClient(served["app"])
     assert client.get("/api/health").json()["engine"] == "ct2"
     assert client.post("/api/translate_batch", json={"texts": ["nine"]}).status_code == 200
+
+
+def test_decoding_controls_over_rest_equal_the_translator(translator):
+    """min_length, no_repeat_ngram_size, a target prefix (one text, a batch, and the page's request with
+    maps) and sampling reach the Translator as in Python; clashes and a prefix list of the wrong length are
+    400 with the reason."""
+    client = TestClient(create_app(translator))
+    controls = {"min_length": 5, "no_repeat_ngram_size": 2}
+    answer = client.post("/api/translate", json={**plain("nine", beam=3), **controls, "target_prefix": "neun"})
+    expected = translator.translate(["nine"], beam=3, target_prefix=["neun"], **controls)[0]
+    assert answer.status_code == 200 and answer.json()["translation"] == expected.text
+    assert expected.text.startswith("neun") and len(expected.tokens) >= 5
+    batch = client.post("/api/translate_batch", json={"texts": TEXTS[:3], "beam": 2, "target_prefixes": ["", "sieben", ""]})
+    expected = translator.translate(TEXTS[:3], beam=2, target_prefix=["", "sieben", ""])
+    assert [t["translation"] for t in batch.json()["translations"]] == [r.text for r in expected]
+    with_maps = client.post("/api/translate", json={"text": "nine", "beam": 2, "target_prefix": "sieben"}).json()
+    assert with_maps["translation"].startswith("sieben") and "maps" in with_maps
+    sampling = {"temperature": 1.5, "top_p": 0.9, "seed": 11}
+    sampled = client.post("/api/translate", json={"text": "nine", "attention": False, "sampling": sampling})
+    again = client.post("/api/translate", json={"text": "nine", "attention": False, "sampling": sampling})
+    expected = translator.sample(["nine"], options=SamplingOptions(**sampling))[0]
+    assert sampled.json()["translation"] == again.json()["translation"] == expected.text
+    for payload, needle in (({"text": "nine", "sampling": sampling}, "attention"),
+                            ({**plain("nine"), "sampling": sampling}, "drop beam"),
+                            ({"texts": ["nine"], "target_prefixes": ["a", "b"]}, "2 entries for 1 texts")):
+        path = "/api/translate_batch" if "texts" in payload else "/api/translate"
+        refused = client.post(path, json=payload)
+        assert refused.status_code == 400 and needle in refused.json()["error"]
+    assert client.post("/api/translate", json={**plain("nine"), "sampling": {"top_p": 2}}).status_code == 422

@@ -73,7 +73,7 @@ class Gated:
         self.real, self.burn, self.gate = real, burn, threading.Event()
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
 
-    def translate(self, sentences, beam, return_attention, max_output_len, time_limit):
+    def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
         deadline = time.monotonic() + 60  # a failing test must not hang
         while not self.gate.is_set() and time.monotonic() < deadline:
             if self.burn:
@@ -81,7 +81,7 @@ class Gated:
             else:
                 self.gate.wait(0.1)
         return self.real.translate(sentences, beam=beam, return_attention=return_attention,
-                                   max_output_len=max_output_len, time_limit=time_limit)
+                                   max_output_len=max_output_len, time_limit=time_limit, **controls)
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +228,7 @@ class Broken:
     def __init__(self, real: Translator):
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
 
-    def translate(self, sentences, beam, return_attention, max_output_len, time_limit):
+    def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
         raise RuntimeError("secret: /srv/aiayn/internal.py line 42")
 
 
@@ -277,7 +277,7 @@ class Largest:
         self.L_enc, self.L_dec = len(model.encoder_layers), len(model.decoder_layers)
         self.H = model.encoder_layers[0].self_attn.n_heads
 
-    def translate(self, sentences, beam, return_attention, max_output_len, time_limit):
+    def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
         S, T = MAX_SOURCE_TOKENS, max_output_len
         maps = {"encoder_self": np.full((self.L_enc, self.H, S, S), 0.123),
                 "decoder_self": np.full((self.L_dec, self.H, T, T), 0.123),

@@ -1,7 +1,11 @@
 """Token-by-token decoding over the model interface (encode, init_state, decode_step): greedy, and the
 loop that sampling shares with it."""
 
+import time
+
 import torch
+
+from aiayn.errors import BudgetExceeded
 
 
 def forbid_specials(log_probs: torch.Tensor, pad_id: int, bos_id: int) -> torch.Tensor:
@@ -18,15 +22,19 @@ def max_lengths(src: torch.Tensor, pad_id: int, a: float, b: int, cap: int | Non
 
 
 @torch.no_grad()
-def step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a=1.0, max_len_b=50, max_output_len=None):
+def step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a=1.0, max_len_b=50, max_output_len=None,
+                deadline=None):
     """One token per step for every sentence; choose(log_probs (B, V)) -> next tokens (B,).
-    Returns (hypotheses: token lists without bos/eos, scores: (B,) summed log-probs of the chosen tokens)."""
+    Returns (hypotheses: token lists without bos/eos, scores: (B,) summed log-probs of the chosen tokens).
+    Past `deadline` (time.monotonic()) it stops with BudgetExceeded."""
     limits = max_lengths(src, pad_id, max_len_a, max_len_b, max_output_len)
     state = model.init_state(model.encode(src)[0], src)
     tokens = torch.full((src.size(0),), bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros_like(tokens, dtype=torch.bool)
     scores, outputs = torch.zeros(src.size(0), device=src.device), []
     for t in range(int(limits.max())):
+        if deadline is not None and time.monotonic() > deadline:
+            raise BudgetExceeded(f"decoding stopped after {t} steps: over its time budget")
         log_probs, state, _ = model.decode_step(tokens, state)
         log_probs = forbid_specials(log_probs, pad_id, bos_id)
         tokens = choose(log_probs)

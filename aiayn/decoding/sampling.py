@@ -45,7 +45,8 @@ def filter_logits(log_probs: torch.Tensor, top_k: int = 0, top_p: float = 1.0) -
 
 
 def sample_decode(model, src, bos_id, eos_id, pad_id, temperature=1.0, top_k=0, top_p=1.0, max_len_a=1.0,
-                  max_len_b=50, generator: torch.Generator | None = None, max_output_len: int | None = None):
+                  max_len_b=50, generator: torch.Generator | None = None, max_output_len: int | None = None,
+                  deadline: float | None = None):
     """-> (hypotheses without bos/eos, summed log-probs under the model) for each sentence."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -54,11 +55,11 @@ def sample_decode(model, src, bos_id, eos_id, pad_id, temperature=1.0, top_k=0, 
         filtered = filter_logits(log_probs / temperature, top_k, top_p)
         return torch.multinomial(filtered.softmax(-1), 1, generator=generator).squeeze(1)
 
-    return step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a, max_len_b, max_output_len)
+    return step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a, max_len_b, max_output_len, deadline)
 
 
 def sample_translations(translator, sentences: list[str], options: SamplingOptions, batch_size: int,
-                        max_output_len: int | None) -> list:
+                        max_output_len: int | None, deadline: float | None = None) -> list:
     """Translator.sample's work: batches of sources (as beam search gets them), one sample each."""
     from aiayn.decoding.translate_batch import length_sorted_batches, pad_batch
 
@@ -76,7 +77,7 @@ def sample_translations(translator, sentences: list[str], options: SamplingOptio
         with torch.inference_mode():
             hyps, scores = sample_decode(translator.model, src, tok.bos_id, tok.eos_id, tok.pad_id,
                                          options.temperature, options.top_k, options.top_p, cfg.max_len_a,
-                                         cfg.max_len_b, generator, cap)
+                                         cfg.max_len_b, generator, cap, deadline)
         for row, i in enumerate(indices):
             result = results[filled[i]]
             result.text, result.score = tok.decode(hyps[row]), float(scores[row])

@@ -223,7 +223,7 @@ class Translator:
         return results, filled, sources, truncated
 
     def sample(self, sentences: list[str], *, options: SamplingOptions, batch_size: int = 64,
-               max_output_len: int | None = None) -> list[Translation]:
+               max_output_len: int | None = None, time_limit: float | None = None) -> list[Translation]:
         """Sampled translations (temperature, top-k, top-p; reproducible with options.seed), in input order;
         each Translation's score is the summed log-probability of its tokens. Native engine only."""
         if self.ct2 is not None:
@@ -232,7 +232,8 @@ class Translator:
         _check_int("batch_size", batch_size, 1)
         if max_output_len is not None:
             _check_int("max_output_len", max_output_len, 1)
-        return sample_translations(self, sentences, options, batch_size, max_output_len)
+        deadline = None if time_limit is None else time.monotonic() + time_limit
+        return sample_translations(self, sentences, options, batch_size, max_output_len, deadline)
 
     def _translate_ct2(self, results, filled, sources, truncated, params: SearchParams, prefixes, batch_size,
                        max_tokens) -> None:

@@ -56,6 +56,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from aiayn.decoding.sampling import SamplingOptions
 from aiayn.errors import AiaynError, BudgetExceeded
 from aiayn.inspect.capture import start_and_end
 from aiayn.inspect.qkv import attention_step
@@ -109,17 +110,55 @@ class Limits:
     rejoin_s: float = REJOIN_S
 
 
-class TranslateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)  # strict: "4" or true is no beam size
-    text: str = Field(min_length=1, max_length=MAX_TEXT)
-    beam: int = Field(4, ge=1, le=MAX_BEAM)
-    attention: bool = True  # false: the plain translation, without maps (batched with other requests)
+class SamplingRequest(BaseModel):
+    """aiayn.decoding.sampling.SamplingOptions over JSON (the Translator checks them once more)."""
 
-
-class TranslateBatchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    texts: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(min_length=1, max_length=MAX_BATCH_TEXTS)
+    temperature: float = Field(1.0, gt=0, le=100)
+    top_k: int = Field(0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    seed: int | None = Field(None, ge=0, lt=2**63)
+
+
+class DecodingControls(BaseModel):
+    """The decoding controls of both translate endpoints: beam search's, or sampling instead of it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)  # strict: "4" or true is no beam size
     beam: int = Field(4, ge=1, le=MAX_BEAM)
+    min_length: int = Field(0, ge=0, le=MAX_OUTPUT_TOKENS)  # output subwords before </s> may end it
+    no_repeat_ngram_size: int = Field(0, ge=0, le=MAX_OUTPUT_TOKENS)  # 0: off
+    sampling: SamplingRequest | None = None  # one sampled translation instead of beam search (plain only)
+
+    def batch_key(self) -> tuple:
+        """What every sentence of one batched call shares. A seeded sample is drawn alone (a key of its own):
+        in a batch, one generator draws for every row, so its result would depend on its neighbours."""
+        if self.sampling is None:
+            return ("beam", self.beam, self.min_length, self.no_repeat_ngram_size)
+        s = self.sampling
+        return ("sample", s.temperature, s.top_k, s.top_p, s.seed, object() if s.seed is not None else None)
+
+    def check_sampling(self) -> None:
+        """Sampling draws one plain translation: beam-search controls with it are refused, as in the CLI."""
+        if self.sampling is None:
+            return
+        beam_only = [name for name in ("beam", "min_length", "no_repeat_ngram_size", "target_prefix",
+                                       "target_prefixes") if name in self.model_fields_set]
+        if beam_only:
+            raise AiaynError(f"sampling draws one translation per text: drop {', '.join(beam_only)}")
+        if getattr(self, "attention", False):
+            raise AiaynError("sampling gives plain translations: send \"attention\": false")
+
+
+class TranslateRequest(DecodingControls):
+    text: str = Field(min_length=1, max_length=MAX_TEXT)
+    attention: bool = True  # false: the plain translation, without maps (batched with other requests)
+    target_prefix: str = Field("", max_length=MAX_TEXT)  # the translation starts with it ("" for none)
+
+
+class TranslateBatchRequest(DecodingControls):
+    texts: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(min_length=1, max_length=MAX_BATCH_TEXTS)
+    # one per text ("" for none); the body limit MAX_BATCH_BODY leaves room for texts only: prefixes are short
+    target_prefixes: list[Annotated[str, Field(max_length=MAX_TEXT)]] | None = None
 
 
 class StepRequest(BaseModel):
@@ -181,13 +220,15 @@ def _source_length(tokenizer, text: str, blank_ok: bool = False, where: str = ""
     return n_source
 
 
-def _translate(translator, limits: Limits, text: str, beam: int) -> bytes:
+def _translate(translator, limits: Limits, req: TranslateRequest) -> bytes:
     """One translation within the budget -> the JSON the page needs. Serialised here, on the worker
     thread: megabytes of floats serialised on the event loop would stall every other request."""
     tok = translator.tokenizer
-    _source_length(tok, text)
-    result = translator.translate([text], beam=beam, return_attention=True,
-                                  max_output_len=limits.max_output_tokens, time_limit=limits.time_limit_s)[0]
+    _source_length(tok, req.text)
+    result = translator.translate([req.text], beam=req.beam, return_attention=True,
+                                  max_output_len=limits.max_output_tokens, time_limit=limits.time_limit_s,
+                                  min_length=req.min_length, no_repeat_ngram_size=req.no_repeat_ngram_size,
+                                  target_prefix=[req.target_prefix])[0]
     # as aiayn.inspect.capture: one target token per decoder step, </s> included when the output ended
     steps = result.attention["cross"].shape[-2]
     start, end = start_and_end(tok)  # <s> (<pad> for Marian models) and </s>
@@ -214,18 +255,37 @@ def _step(translator, req: StepRequest) -> bytes:
                                  req.head, req.query)).encode()
 
 
-def _decode_plain(translator, limits: Limits, beam: int, texts: list[str]) -> list:
-    """A batch of plain translations (the batcher's decode, on the worker thread): one Translator call."""
-    return translator.translate(texts, beam=beam, return_attention=False, max_output_len=limits.max_output_tokens,
-                                time_limit=limits.time_limit_s)
+def _decode_plain(translator, limits: Limits, key: tuple, items: list[tuple[str, str]]) -> list:
+    """A batch of plain translations (the batcher's decode, on the worker thread): one Translator call.
+    key: DecodingControls.batch_key(); items: (text, target prefix)."""
+    texts, prefixes = [text for text, _ in items], [prefix for _, prefix in items]
+    bounds = dict(max_output_len=limits.max_output_tokens, time_limit=limits.time_limit_s)
+    if key[0] == "sample":
+        _, temperature, top_k, top_p, seed, _ = key
+        options = SamplingOptions(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        return translator.sample(texts, options=options, **bounds)
+    _, beam, min_length, no_repeat_ngram_size = key
+    return translator.translate(texts, beam=beam, return_attention=False, min_length=min_length,
+                                no_repeat_ngram_size=no_repeat_ngram_size,
+                                target_prefix=prefixes if any(prefixes) else None, **bounds)
 
 
-async def _translate_plain(batcher: Batcher, tokenizer, texts: list[str], beam: int, batch: bool) -> bytes:
+async def _translate_plain(batcher: Batcher, tokenizer, limits: Limits, req: DecodingControls, texts: list[str],
+                           prefixes: list[str], batch: bool) -> bytes:
     """Plain translations of `texts` through the batcher -> the JSON of /api/translate (one text,
     attention false) or of /api/translate_batch. Every text is checked before any is queued."""
+    req.check_sampling()
     where = (lambda i: f"texts[{i}]: ") if batch else (lambda i: "")
     lengths = [_source_length(tokenizer, text, blank_ok=batch, where=where(i)) for i, text in enumerate(texts)]
-    results = await batcher.translate(beam, texts, [n * beam for n in lengths])
+    if len(prefixes) != len(texts):
+        raise AiaynError(f"target_prefixes has {len(prefixes)} entries for {len(texts)} texts: give one per text "
+                         f"(\"\" for none)")
+    for i, prefix in enumerate(prefixes):
+        if len(tokenizer.encode_target([prefix])[0]) >= limits.max_output_tokens:
+            raise AiaynError(f"{where(i)}the target prefix is longer than this server's outputs "
+                             f"({limits.max_output_tokens} subwords with </s>): shorten it")
+    beam = 1 if req.sampling is not None else req.beam
+    results = await batcher.translate(req.batch_key(), list(zip(texts, prefixes)), [n * beam for n in lengths])
     if batch:
         return _dumps({"translations": [{"translation": r.text, "score": r.score} for r in results]}).encode()
     r = results[0]
@@ -327,18 +387,18 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
 
     @app.post("/api/translate")
     async def translate(req: TranslateRequest, request: Request):
-        if not req.attention:
-            return await _answer(request, limits, _translate_plain(batcher, translator.tokenizer, [req.text],
-                                                                   req.beam, batch=False))
+        if not req.attention or req.sampling is not None:  # sampling with attention: refused in there
+            return await _answer(request, limits, _translate_plain(
+                batcher, translator.tokenizer, limits, req, [req.text], [req.target_prefix], batch=False))
         if engine != "native":
             return _error(400, NATIVE_ONLY)
-        job = partial(_translate, translator, limits, req.text, req.beam)
-        return await _answer(request, limits, admission.run(job))
+        return await _answer(request, limits, admission.run(partial(_translate, translator, limits, req)))
 
     @app.post("/api/translate_batch")
     async def translate_batch(req: TranslateBatchRequest, request: Request):
-        return await _answer(request, limits, _translate_plain(batcher, translator.tokenizer, req.texts, req.beam,
-                                                               batch=True))
+        prefixes = req.target_prefixes if req.target_prefixes is not None else [""] * len(req.texts)
+        return await _answer(request, limits, _translate_plain(batcher, translator.tokenizer, limits, req, req.texts,
+                                                               prefixes, batch=True))
 
     @app.post("/api/step")
     async def step(req: StepRequest, request: Request):
