@@ -78,8 +78,10 @@ def test_distribution_and_context_vector():
     assert torch.all(attention_distribution(scores, torch.zeros(1, 3, dtype=torch.bool)) == 0)
 
 
-@pytest.mark.parametrize("make", [lambda: GeneralScore(query_dim=3, key_dim=3), lambda: ConcatScore(query_dim=3, key_dim=3, attention_dim=4),
-                                  lambda: AdditiveScore(query_dim=3, key_dim=3, attention_dim=4), lambda: CosineScore()])
+@pytest.mark.parametrize("make", [lambda: GeneralScore(query_dim=3, key_dim=3),
+                                  lambda: ConcatScore(query_dim=3, key_dim=3, attention_dim=4),
+                                  lambda: AdditiveScore(query_dim=3, key_dim=3, attention_dim=4),
+                                  lambda: CosineScore()])
 def test_gradcheck_scores(make):
     score = make().double()
     q = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)

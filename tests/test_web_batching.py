@@ -421,7 +421,8 @@ def test_decoding_controls_over_rest_equal_the_translator(translator):
     expected = translator.translate(["nine"], beam=3, target_prefix=["neun"], **controls)[0]
     assert answer.status_code == 200 and answer.json()["translation"] == expected.text
     assert expected.text.startswith("neun") and len(expected.tokens) >= 5
-    batch = client.post("/api/translate_batch", json={"texts": TEXTS[:3], "beam": 2, "target_prefixes": ["", "sieben", ""]})
+    batch = client.post("/api/translate_batch",
+                        json={"texts": TEXTS[:3], "beam": 2, "target_prefixes": ["", "sieben", ""]})
     expected = translator.translate(TEXTS[:3], beam=2, target_prefix=["", "sieben", ""])
     assert [t["translation"] for t in batch.json()["translations"]] == [r.text for r in expected]
     with_maps = client.post("/api/translate", json={"text": "nine", "beam": 2, "target_prefix": "sieben"}).json()
