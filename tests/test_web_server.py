@@ -14,6 +14,7 @@ from contextlib import contextmanager
 import httpx
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 
 from aiayn.decoding.translator import Translation, Translator
 from aiayn.web.app import (
@@ -304,3 +305,13 @@ def test_largest_answer_stays_under_its_bound(translator):
     assert len(json.loads(real.content)["source_tokens"]) <= MAX_SOURCE_TOKENS
     too_long = asyncio.run(ask(translator, "x" * MAX_TEXT, 8))
     assert too_long.status_code == 400 and f"at most {MAX_SOURCE_TOKENS}" in too_long.json()["error"]
+
+
+def test_a_lone_surrogate_is_a_422_naming_the_field(translator):
+    """JSON may carry "\\ud800", which is no UTF-8 text: FastAPI's own 422 echoed it and failed to encode
+    its answer (a 500 with a traceback); the app's 422 names the field without echoing the input."""
+    client = TestClient(create_app(translator), raise_server_exceptions=False)
+    for path, body, where in (("/api/translate", b'{"text": "\\ud800", "attention": false}', ["body", "text"]),
+                              ("/api/translate_batch", b'{"texts": ["a\\ud800"]}', ["body", "texts", 0])):
+        answer = client.post(path, content=body, headers={"content-type": "application/json"})
+        assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == where

@@ -53,6 +53,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -380,6 +381,15 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
     app = FastAPI(title="aiayn", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY, per_path={"/api/translate_batch": MAX_BATCH_BODY})
     app.state.admission, app.state.batcher = admission, batcher  # tests watch their queues
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError):
+        # FastAPI's own 422 echoes each field's input, and a lone surrogate in it (valid JSON: "\ud800")
+        # cannot be encoded as UTF-8: the answer became a 500 with a traceback. The errors without their
+        # input, ASCII-escaped, say what and where all the same.
+        errors = [{key: error[key] for key in ("type", "loc", "msg") if key in error} for error in exc.errors()]
+        return Response(json.dumps({"detail": errors}, ensure_ascii=True, default=str), status_code=422,
+                        media_type="application/json")
 
     @app.get("/api/health")
     async def health():
