@@ -439,3 +439,17 @@ def test_decoding_controls_over_rest_equal_the_translator(translator):
         refused = client.post(path, json=payload)
         assert refused.status_code == 400 and needle in refused.json()["error"]
     assert client.post("/api/translate", json={**plain("nine"), "sampling": {"top_p": 2}}).status_code == 422
+
+
+def test_n_best_in_plain_mode(translator):
+    client = TestClient(create_app(translator))
+    answer = client.post("/api/translate", json={**plain("nine", beam=3), "n_best": 3}).json()
+    expected = translator.translate(["nine"], beam=3, n_best=3)[0]
+    assert answer["n_best"] == [list(pair) for pair in expected.n_best] and len(answer["n_best"]) == 3
+    batch = client.post("/api/translate_batch", json={"texts": TEXTS[:2], "beam": 2, "n_best": 2}).json()
+    assert all(len(t["n_best"]) == 2 for t in batch["translations"])
+    assert "n_best" not in client.post("/api/translate", json=plain("nine")).json()
+    for payload, needle in (({**plain("nine", beam=2), "n_best": 3}, "at most the beam"),
+                            ({"text": "nine", "n_best": 2}, "plain translations")):
+        refused = client.post("/api/translate", json=payload)
+        assert refused.status_code == 400 and needle in refused.json()["error"]

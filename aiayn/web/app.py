@@ -8,6 +8,8 @@ Endpoints:
   {"translation", "score", "source_tokens", "target_tokens"} (target subwords without </s>);
 - POST /api/translate_batch {"texts": [up to MAX_BATCH_TEXTS], "beam": 4} -> {"translations":
   [{"translation", "score"}, ...]} in input order; a blank text translates to "" (score 0);
+- both translate requests take the decoding controls of DecodingControls (n_best in plain mode, min_length,
+  no_repeat_ngram_size, a target prefix, or sampling instead of beam search);
 - POST /api/step: one attention row step by step (the page's step view).
 Plain translations are batched (aiayn.web.batching): the sentences of concurrent requests with the same
 beam are decoded in one Translator.translate call of at most MAX_BATCH sentences and MAX_BATCH_WORK source
@@ -126,6 +128,7 @@ class DecodingControls(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)  # strict: "4" or true is no beam size
     beam: int = Field(4, ge=1, le=MAX_BEAM)
+    n_best: int = Field(1, ge=1, le=MAX_BEAM)  # hypotheses per text (plain mode), at most the beam
     min_length: int = Field(0, ge=0, le=MAX_OUTPUT_TOKENS)  # output subwords before </s> may end it
     no_repeat_ngram_size: int = Field(0, ge=0, le=MAX_OUTPUT_TOKENS)  # 0: off
     sampling: SamplingRequest | None = None  # one sampled translation instead of beam search (plain only)
@@ -134,15 +137,18 @@ class DecodingControls(BaseModel):
         """What every sentence of one batched call shares. A seeded sample is drawn alone (a key of its own):
         in a batch, one generator draws for every row, so its result would depend on its neighbours."""
         if self.sampling is None:
-            return ("beam", self.beam, self.min_length, self.no_repeat_ngram_size)
+            return ("beam", self.beam, self.n_best, self.min_length, self.no_repeat_ngram_size)
         s = self.sampling
         return ("sample", s.temperature, s.top_k, s.top_p, s.seed, object() if s.seed is not None else None)
 
-    def check_sampling(self) -> None:
-        """Sampling draws one plain translation: beam-search controls with it are refused, as in the CLI."""
+    def check_combinations(self) -> None:
+        """n_best at most the beam; sampling draws one plain translation: beam-search controls with it are
+        refused, as in the CLI."""
         if self.sampling is None:
+            if self.n_best > self.beam:
+                raise AiaynError(f"n_best={self.n_best} must be at most the beam ({self.beam})")
             return
-        beam_only = [name for name in ("beam", "min_length", "no_repeat_ngram_size", "target_prefix",
+        beam_only = [name for name in ("beam", "n_best", "min_length", "no_repeat_ngram_size", "target_prefix",
                                        "target_prefixes") if name in self.model_fields_set]
         if beam_only:
             raise AiaynError(f"sampling draws one translation per text: drop {', '.join(beam_only)}")
@@ -265,8 +271,8 @@ def _decode_plain(translator, limits: Limits, key: tuple, items: list[tuple[str,
         _, temperature, top_k, top_p, seed, _ = key
         options = SamplingOptions(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
         return translator.sample(texts, options=options, **bounds)
-    _, beam, min_length, no_repeat_ngram_size = key
-    return translator.translate(texts, beam=beam, return_attention=False, min_length=min_length,
+    _, beam, n_best, min_length, no_repeat_ngram_size = key
+    return translator.translate(texts, beam=beam, n_best=n_best, return_attention=False, min_length=min_length,
                                 no_repeat_ngram_size=no_repeat_ngram_size,
                                 target_prefix=prefixes if any(prefixes) else None, **bounds)
 
@@ -275,7 +281,7 @@ async def _translate_plain(batcher: Batcher, tokenizer, limits: Limits, req: Dec
                            prefixes: list[str], batch: bool) -> bytes:
     """Plain translations of `texts` through the batcher -> the JSON of /api/translate (one text,
     attention false) or of /api/translate_batch. Every text is checked before any is queued."""
-    req.check_sampling()
+    req.check_combinations()
     where = (lambda i: f"texts[{i}]: ") if batch else (lambda i: "")
     lengths = [_source_length(tokenizer, text, blank_ok=batch, where=where(i)) for i, text in enumerate(texts)]
     if len(prefixes) != len(texts):
@@ -288,10 +294,15 @@ async def _translate_plain(batcher: Batcher, tokenizer, limits: Limits, req: Dec
     beam = 1 if req.sampling is not None else req.beam
     results = await batcher.translate(req.batch_key(), list(zip(texts, prefixes)), [n * beam for n in lengths])
     if batch:
-        return _dumps({"translations": [{"translation": r.text, "score": r.score} for r in results]}).encode()
+        return _dumps({"translations": [_plain_json(r, req.n_best) for r in results]}).encode()
     r = results[0]
-    return _dumps({"translation": r.text, "score": r.score, "source_tokens": r.src_tokens,
-                   "target_tokens": r.tokens}).encode()
+    return _dumps({**_plain_json(r, req.n_best), "source_tokens": r.src_tokens, "target_tokens": r.tokens}).encode()
+
+
+def _plain_json(result, n_best: int) -> dict:
+    """translation and score; with n_best > 1 also "n_best": [[text, score], ...], best first."""
+    plain = {"translation": result.text, "score": result.score}
+    return plain if n_best == 1 else {**plain, "n_best": [list(pair) for pair in result.n_best]}
 
 
 def _error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -397,6 +408,8 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
 
     @app.post("/api/translate")
     async def translate(req: TranslateRequest, request: Request):
+        if req.n_best != 1 and req.attention:
+            return _error(400, "n_best is for plain translations: send \"attention\": false")
         if not req.attention or req.sampling is not None:  # sampling with attention: refused in there
             return await _answer(request, limits, _translate_plain(
                 batcher, translator.tokenizer, limits, req, [req.text], [req.target_prefix], batch=False))
