@@ -252,7 +252,8 @@ def cmd_translate(args) -> int:
         _warn_truncated(results, args.input or "<stdin>")
         text = "".join(render(r) + "\n" for r in results)
         if args.output:
-            write_atomic(args.output, text, inputs=[args.input], model_dirs=[args.model, translator.model_dir])
+            write_atomic(args.output, text, inputs=[args.input, args.target_prefix],
+                         model_dirs=[args.model, translator.model_dir])
         else:
             sys.stdout.write(text)
         return 0

@@ -163,6 +163,8 @@ def test_decoding_controls_through_the_cli(transformer_dir, tmp_path, capsys):
     assert lines == [r.text for r in expected]
     assert lines[0].startswith("neun neun") and lines[2].startswith("sieben")
     assert all(len(r.tokens) >= 4 for r in expected)
+    assert main(base + ["--target-prefix", str(prefix), "--output", str(prefix)]) == 2  # the prefixes are an input
+    assert "is also an input" in capsys.readouterr().err and prefix.read_text() == "neun neun\n\nsieben\n"
     prefix.write_text("neun\n")
     assert main(base + ["--target-prefix", str(prefix)]) == 2
     assert "has 1 lines for 3 input lines" in capsys.readouterr().err

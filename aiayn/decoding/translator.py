@@ -49,16 +49,16 @@ def check_options(beam: int, n_best: int, alpha: float, batch_size: int) -> None
     _check_int("batch_size", batch_size, 1)
 
 
-def check_sentences(sentences) -> None:
+def check_sentences(sentences, what: str = "sentence") -> None:
     """A list of text strings, each encodable as UTF-8 (argv and JSON can carry lone surrogates from
-    bytes that were not UTF-8)."""
+    bytes that were not UTF-8). what: how an error names one of them."""
     if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
-        raise AiaynError("sentences must be a list of strings")
+        raise AiaynError(f"give a list of strings, one per {what}")
     for number, sentence in enumerate(sentences, start=1):
         try:
             sentence.encode("utf-8")
         except UnicodeEncodeError as err:
-            raise AiaynError(f"sentence {number}: not valid UTF-8 text (character {err.start + 1}); "
+            raise AiaynError(f"{what} {number}: not valid UTF-8 text (character {err.start + 1}); "
                              f"re-encode the input as UTF-8, e.g. iconv -t UTF-8") from None
 
 
@@ -73,16 +73,10 @@ def check_prefixes(prefixes, n_sentences: int) -> None:
     """None, or one text per sentence ("" for none), valid UTF-8 like the sentences."""
     if prefixes is None:
         return
-    if isinstance(prefixes, str) or not all(isinstance(p, str) for p in prefixes):
-        raise AiaynError("target_prefix must be a list of strings, one per sentence (\"\" for none)")
+    check_sentences(prefixes, "target prefix")
     if len(prefixes) != n_sentences:
         raise AiaynError(f"target_prefix has {len(prefixes)} entries for {n_sentences} sentences: give one per "
                          f"sentence (\"\" for none)")
-    for number, prefix in enumerate(prefixes, start=1):
-        try:
-            prefix.encode("utf-8")
-        except UnicodeEncodeError:
-            raise AiaynError(f"target prefix {number}: not valid UTF-8 text") from None
 
 
 ENGINES = ("native", "ct2")

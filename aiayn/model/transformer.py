@@ -125,6 +125,7 @@ class Transformer(nn.Module):
             nn.init.zeros_(self.generator.bias)
         if tie_output or share_embeddings:  # §3.4: output projection shares the embedding matrix
             self.generator.weight = self.tgt_embed.weight
+        self._prepared_generator = PreparedWeight()  # decoding's form of generator.weight (not in checkpoints)
 
     def _embed(self, embedding, tokens, offset=0):
         x = self.positional(embedding(tokens), offset)  # §3.4 + §3.5
@@ -169,8 +170,6 @@ class Transformer(nn.Module):
         """One row per sentence. Every layer's cross-attention K/V are computed once, per sentence; the
         self-attention cache starts empty."""
         caches = [LayerCache(*layer.cross_attn.project_kv(memory, memory)) for layer in self.decoder_layers]
-        if not hasattr(self, "_prepared_generator"):  # a cache, not a module attribute of the checkpoint
-            self._prepared_generator = PreparedWeight()
         generator = self._prepared_generator.get(self.generator.weight)
         return TransformerState(caches, padding_mask(src, self.pad_id), generator, self.generator.bias)
 
