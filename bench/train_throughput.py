@@ -1,11 +1,18 @@
 """Training throughput: aiayn's Transformer vs torch.nn.Transformer of the same size, same run.
 
 Both models get the same token embeddings (x sqrt(d_model), tied with the output projection), the same
-sinusoidal positions, vocabulary, batches (padded, varied lengths), dropout, label-smoothed loss and
-Adam (fused, betas 0.9/0.98, eps 1e-9). Steps of the two models are interleaved so machine noise hits
-both alike. Prints target tokens/s of each and the ratio, in fp32 and in bf16 autocast.
+sinusoidal positions, vocabulary, batches (padded, varied lengths), dropout, label smoothing 0.1 and
+Adam (fused, betas 0.9/0.98, eps 1e-9). aiayn trains as its trainer does (TrainingObjective: logits only
+at target tokens, the projection fused into the loss). The usual peer computes logits at every position
+and torch's cross_entropy(label_smoothing=0.1, ignore_index=pad); the second peer is given aiayn's first
+trick, logits only at target tokens, with the same torch loss. Steps of the models are interleaved so
+machine noise hits all alike. Prints target tokens/s, the ratios, and the model FLOP utilization (MFU):
+the matmul FLOPs of one step (x3 for forward and backward; padding included in the layers, the output
+projection at target tokens only) per second, over the GFLOP/s of one large matmul measured here in
+the same dtype and threads.
 
     python bench/train_throughput.py [--d-model 128 --layers 4 --d-ff 512 --heads 4 --vocab 10000]
+    python bench/train_throughput.py --paper-base     # d_model 512, 6+6 layers, d_ff 2048, 8 heads, V 37000
 """
 
 import argparse
@@ -17,7 +24,7 @@ from torch import nn
 
 from aiayn.model import ModelConfig, build_model
 from aiayn.model.embedding import sinusoid_table
-from aiayn.training.loss import label_smoothed_loss
+from aiayn.training.loss import TrainingObjective
 
 PAD, BOS = 0, 2
 
@@ -66,9 +73,13 @@ def train_step(model, opt, batch, bf16):
     src, tgt_in, tgt_out = batch
     real = tgt_out != PAD
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        logits = model(src, tgt_in, positions=real)
-        target = tgt_out[real] if logits.dim() == 2 else tgt_out
-        loss, _ = label_smoothed_loss(logits, target, PAD, 0.1)  # padding contributes nothing either way
+        if isinstance(model, TrainingObjective):
+            loss, _ = model(src, tgt_in, tgt_out)
+        else:
+            logits = model(src, tgt_in, positions=real)
+            target = tgt_out[real] if logits.dim() == 2 else tgt_out
+            loss = nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), target.reshape(-1),
+                                               ignore_index=PAD, label_smoothing=0.1, reduction="sum")
     n_tokens = int(real.sum())
     (loss / n_tokens).backward()
     opt.step()
@@ -76,18 +87,46 @@ def train_step(model, opt, batch, bf16):
     return n_tokens
 
 
+def step_flops(batch, d, d_ff, layers, vocab):
+    """Matmul FLOPs of one training step (forward x 3) for a batch, as the layers run it (padded)."""
+    src, tgt_in, tgt_out = batch
+    b, s = src.shape
+    t = tgt_in.size(1)
+    encoder = 2 * b * s * (4 * d * d + 2 * d * d_ff) + 2 * 2 * b * s * s * d  # projections, FFN; QK^T, AV
+    decoder = (2 * b * t * (4 * d * d + 2 * d * d + 2 * d * d_ff) + 2 * b * s * 2 * d * d  # self, cross Q/O, FFN; K/V
+               + 2 * 2 * b * t * t * d + 2 * 2 * b * t * s * d)
+    output = 2 * int((tgt_out != PAD).sum()) * d * vocab
+    return 3 * (layers * (encoder + decoder) + output)
+
+
+def matmul_peak(dtype, size=2048, repeats=10):
+    """GFLOP/s of a (size x size) @ (size x size) matmul in dtype, best of repeats: the MFU's denominator."""
+    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best / 1e9
+
+
 def measure(models, batches, bf16, rounds):
+    """-> ({name: target tokens/s}, {name: achieved matmul GFLOP/s}, both summed over the rounds)."""
     tokens = dict.fromkeys(models, 0)
     seconds = dict.fromkeys(models, 0.0)
-    for model, opt in models.values():  # warm-up
+    flops = dict.fromkeys(models, 0)
+    for model, opt, _ in models.values():  # warm-up
         train_step(model, opt, batches[0], bf16)
     for r in range(rounds):
-        for name, (model, opt) in models.items():
+        for name, (model, opt, count) in models.items():
             batch = batches[r % len(batches)]
             start = time.perf_counter()
             tokens[name] += train_step(model, opt, batch, bf16)
             seconds[name] += time.perf_counter() - start
-    return {name: tokens[name] / seconds[name] for name in models}
+            flops[name] += count(batch)
+    return ({name: tokens[name] / seconds[name] for name in models},
+            {name: flops[name] / seconds[name] / 1e9 for name in models})
 
 
 def main():
@@ -102,7 +141,14 @@ def main():
     p.add_argument("--max-len", type=int, default=30)
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--paper-base", action="store_true",
+                   help="the paper's base size (d_model 512, 6+6 layers, d_ff 2048, 8 heads, dropout 0.1, "
+                        "V 37000), batch 32")
+    p.add_argument("--dtypes", default="fp32,bf16", help="which of fp32,bf16 to measure")
     args = p.parse_args()
+    if args.paper_base:
+        args.d_model, args.layers, args.d_ff, args.heads, args.dropout, args.vocab, args.batch = (
+            512, 6, 2048, 8, 0.1, 37000, 32)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -120,15 +166,24 @@ def main():
           f"vocab {args.vocab}, dropout {args.dropout}, batch {args.batch} x <= {args.max_len} tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")
     print(f"parameters: aiayn {n_ours:,}  torch.nn.Transformer {n_peer:,}")
-    models = {name: (m, torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True))
-              for name, m in (("aiayn", ours), *peers.items())}
+
+    def count(batch):
+        return step_flops(batch, args.d_model, args.d_ff, args.layers, args.vocab)
+
+    objective = TrainingObjective(model=ours, pad_id=PAD, epsilon=0.1)
+    models = {name: (m, torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True), count)
+              for name, m in (("aiayn", objective), *peers.items())}
     batches = make_batches(4, args.batch, args.max_len, args.vocab)
-    for bf16 in (False, True):
-        rate = measure(models, batches, bf16, args.rounds)
-        label = "bf16" if bf16 else "fp32"
-        print(f"{label}: aiayn {rate['aiayn']:7.0f} tok/s")
+    for label in args.dtypes.split(","):
+        bf16 = label == "bf16"
+        peak = matmul_peak(torch.bfloat16 if bf16 else torch.float32)
+        rate, gflops = measure(models, batches, bf16, args.rounds)
+        print(f"{label}: one 2048^3 matmul here: {peak:.0f} GFLOP/s")
+        print(f"      {'aiayn':24s} {rate['aiayn']:7.0f} tok/s                          "
+              f"MFU {gflops['aiayn'] / peak:5.1%} ({gflops['aiayn']:.0f} GFLOP/s)")
         for name in peers:
-            print(f"      {name:24s} {rate[name]:7.0f} tok/s   aiayn / peer = {rate['aiayn'] / rate[name]:.2f}x")
+            print(f"      {name:24s} {rate[name]:7.0f} tok/s   aiayn / peer = {rate['aiayn'] / rate[name]:.2f}x   "
+                  f"MFU {gflops[name] / peak:5.1%}")
 
 
 if __name__ == "__main__":

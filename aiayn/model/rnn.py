@@ -135,17 +135,29 @@ class RNNSeq2Seq(nn.Module):
         log_probs = torch.log_softmax(self.decoder.generator(out).float(), dim=-1)
         return log_probs, state, ({"cross": alpha[:, None, None, None, :]} if return_attention else None)
 
-    def forward(self, src, tgt_in, return_attention=False, positions=None):
-        """Teacher forcing, one decoder step per target position: (B, S), (B, T) -> logits (B, T, V);
-        with positions (B, T) bool only those logits, (N, V)."""
+    def _teacher_forced(self, src, tgt_in):
+        """One decoder step per target position: (B, S), (B, T) -> (hidden (B, T, D), alphas (B, T, S))."""
         state = self.init_state(self.encode(src)[0], src)
         outputs, alphas = [], []
         for t in range(tgt_in.size(1)):
             out, alpha = self.decoder.step(tgt_in[:, t], state)
             outputs.append(out)
             alphas.append(alpha)
-        hidden = torch.stack(outputs, dim=1)  # (B, T, D)
-        logits = self.decoder.generator(hidden if positions is None else hidden[positions])
+        return torch.stack(outputs, dim=1), torch.stack(alphas, dim=1)
+
+    @property
+    def generator(self) -> nn.Linear:
+        """The output layer (attentional vector -> logits), named as in the Transformer."""
+        return self.decoder.generator
+
+    def decoder_output(self, src, tgt_in):
+        """Teacher forcing up to the output layer: (B, S), (B, T) -> (B, T, D), the generator's input."""
+        return self._teacher_forced(src, tgt_in)[0]
+
+    def forward(self, src, tgt_in, return_attention=False):
+        """Teacher forcing: (B, S), (B, T) -> logits (B, T, V) [, {"cross": (B, 1, 1, T, S)}]."""
+        hidden, alphas = self._teacher_forced(src, tgt_in)
+        logits = self.decoder.generator(hidden)
         if return_attention:
-            return logits, {"cross": torch.stack(alphas, dim=1)[:, None, None]}  # (B, 1, 1, T, S)
+            return logits, {"cross": alphas[:, None, None]}
         return logits

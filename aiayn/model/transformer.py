@@ -140,29 +140,36 @@ class Transformer(nn.Module):
             weights.append(w)
         return self.encoder_norm(x), (_stack(weights) if return_attention else None)
 
-    def decode(self, tgt_in, memory, src_mask, return_attention=False, positions=None):
-        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) [, dict of (B, L, H, T, *) maps].
-        positions (B, T) bool: compute logits only there, returned as (N, V) (training skips padding)."""
+    def _decoder_hidden(self, tgt_in, memory, src_mask, return_attention):
+        """Teacher forcing: tgt_in (B, T) -> (hidden (B, T, D), the output projection's input,
+        {"decoder_self", "cross"} maps (B, L, H, T, *) or None)."""
         x, self_ws, cross_ws = self._embed(self.tgt_embed, tgt_in), [], []
         for layer in self.decoder_layers:
             x, self_w, cross_w = layer(x, memory, src_mask, None, return_attention)
             self_ws.append(self_w)
             cross_ws.append(cross_w)
-        hidden = self.decoder_norm(x)
-        logits = self.generator(hidden if positions is None else hidden[positions])
-        if return_attention:
-            return logits, {"decoder_self": _stack(self_ws), "cross": _stack(cross_ws)}
-        return logits
+        maps = {"decoder_self": _stack(self_ws), "cross": _stack(cross_ws)} if return_attention else None
+        return self.decoder_norm(x), maps
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False,
-                positions: torch.Tensor | None = None):
-        """src (B, S), tgt_in (B, T) -> logits (B, T, V) [, {"encoder_self", "decoder_self", "cross"}].
-        With positions (B, T) bool, only those logits are computed: (N, V). The output projection and
-        softmax over V are the largest cost of a small model's step, and padding needs none."""
+    def decode(self, tgt_in, memory, src_mask, return_attention=False):
+        """Teacher forcing: tgt_in (B, T) -> logits (B, T, V) [, dict of (B, L, H, T, *) maps]."""
+        hidden, maps = self._decoder_hidden(tgt_in, memory, src_mask, return_attention)
+        logits = self.generator(hidden)
+        return (logits, maps) if return_attention else logits
+
+    def decoder_output(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher forcing up to the output projection: src (B, S), tgt_in (B, T) -> (B, T, D). Training
+        fuses the projection into its loss (aiayn/training/loss.py): the (N, V) logits are never whole."""
+        src_mask = padding_mask(src, self.pad_id)
+        memory, _ = self.encode(src)
+        return self._decoder_hidden(tgt_in, memory, src_mask, False)[0]
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
+        """src (B, S), tgt_in (B, T) -> logits (B, T, V) [, {"encoder_self", "decoder_self", "cross"}]."""
         src_mask = padding_mask(src, self.pad_id)
         memory, enc_w = self.encode(src, return_attention)
         if not return_attention:
-            return self.decode(tgt_in, memory, src_mask, positions=positions)
+            return self.decode(tgt_in, memory, src_mask)
         logits, maps = self.decode(tgt_in, memory, src_mask, True)
         return logits, {"encoder_self": enc_w, **maps}
 

@@ -1,58 +1,110 @@
-"""Label-smoothed cross-entropy (§5.4, eps_ls = 0.1), padding ignored, computed in row chunks.
+"""Label-smoothed cross-entropy (§5.4, eps_ls = 0.1) fused with the output projection (§3.4), in row chunks.
 
 The smoothed target puts 1 - eps on the reference and eps spread uniformly over all V tokens (Szegedy et al.
 2016, as torch's cross_entropy(label_smoothing=eps)), so per token
     loss = (1 - eps) * nll + eps * mean_v(-log p_v),  nll = lse - x_y,  mean_v(-log p_v) = lse - mean_v(x_v)
-with x the logits and lse = logsumexp(x). Its gradient is softmax(x) - q, q the smoothed target.
+with x = h W^T + b the logits and lse = logsumexp(x). Its gradient is softmax(x) - q, q the smoothed target.
 
-Why a hand-written autograd function: the plain version (float copy, log_softmax, gather, sum) keeps
-several fp32 (N, V) tensors alive at once; with N = 4096 target tokens and V = 10k that is ~0.9 GB of a
-Multi30k training's peak memory. Here the forward keeps only the logits and one logsumexp per row, and
-both passes work on CHUNK rows at a time.
+Why hand-written: the plain version (logits, float copy, log_softmax, gather, sum) keeps several (N, V)
+tensors alive at once, and autograd keeps the logits until the backward; with N = 4096 target tokens and
+V = 10k that was ~0.9 GB of a Multi30k training's peak memory, and each pass over (N, V) costs time. Here
+each CHUNK rows are projected, turned to fp32 once, exponentiated once, and turned into softmax - q in the
+same buffer, which at once gives the gradients of h, W and b for that chunk: the forward keeps only those
+((N, D), (V, D), (V,)), never an (N, V) tensor, and the backward is a multiply by the incoming scalar.
+Under autocast the projection runs in the autocast dtype, as nn.Linear would.
 """
 
 import torch
 
-CHUNK = 1024  # rows per chunk: 1024 x V fp32 temporaries (~40 MB at V = 10k)
+CHUNK = 512  # rows per chunk: a 512 x V fp32 temporary (20 MB at V = 10k); 1024 was slower here
 
 
-class _SmoothedCrossEntropy(torch.autograd.Function):
+def _chunk_loss(x: torch.Tensor, target: torch.Tensor, epsilon: float, want_grad: bool):
+    """x (C, V) fp32 logits, overwritten; target (C,) -> (smoothed loss (C,), nll (C,)); when want_grad,
+    x holds softmax(x) - q on return."""
+    x_max = x.amax(dim=-1, keepdim=True)  # (C, 1)
+    x_mean = x.mean(dim=-1)  # (C,)
+    x_target = x.gather(-1, target[:, None]).squeeze(-1)  # (C,)
+    total = x.sub_(x_max).exp_().sum(dim=-1, keepdim=True)  # x now exp(x - max); total (C, 1)
+    lse = (x_max + total.log()).squeeze(-1)  # (C,)
+    nll = lse - x_target
+    smooth = lse - x_mean  # mean_v(-log p_v)
+    if want_grad:
+        x.div_(total).sub_(epsilon / x.size(-1))  # softmax - eps/V
+        x.scatter_add_(-1, target[:, None], x.new_full((x.size(0), 1), -(1.0 - epsilon)))
+    return (1.0 - epsilon) * nll + epsilon * smooth, nll
+
+
+def _compute_dtype(hidden: torch.Tensor) -> torch.dtype:
+    device = hidden.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+
+
+class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, target, epsilon):
-        # logits (N, V) in any float dtype; target (N,) -> (smoothed loss sum, nll sum), fp32 scalars
-        loss = logits.new_zeros((), dtype=torch.float32)
-        nll_sum = logits.new_zeros((), dtype=torch.float32)
-        lse = torch.empty(logits.size(0), dtype=torch.float32, device=logits.device)
-        for start in range(0, logits.size(0), CHUNK):
-            x = logits[start:start + CHUNK].float()  # (C, V)
-            lse_c = torch.logsumexp(x, dim=-1)  # (C,)
-            nll = lse_c - x.gather(-1, target[start:start + CHUNK, None]).squeeze(-1)  # (C,)
-            smooth = lse_c - x.mean(dim=-1)  # (C,) mean_v(-log p_v)
-            loss += ((1.0 - epsilon) * nll + epsilon * smooth).sum()  # §5.4
-            nll_sum += nll.sum()
-            lse[start:start + CHUNK] = lse_c
-        ctx.save_for_backward(logits, target, lse)
-        ctx.epsilon = epsilon
+    def forward(ctx, hidden, weight, bias, target, epsilon):
+        # hidden (N, D), weight (V, D), bias (V,) or None, target (N,) -> (loss sum, nll sum), fp32 scalars
+        dtype = _compute_dtype(hidden)
+        with torch.autocast(hidden.device.type, enabled=False):
+            h, w = hidden.to(dtype), weight.to(dtype)
+            b = None if bias is None else bias.to(dtype)
+            want_grad = any(ctx.needs_input_grad[:3])
+            grad_h = torch.empty_like(h) if want_grad else None  # (N, D)
+            grad_w = torch.zeros_like(weight, dtype=torch.float32) if want_grad else None  # (V, D)
+            grad_b = None if b is None or not want_grad else torch.zeros_like(bias, dtype=torch.float32)
+            loss = hidden.new_zeros((), dtype=torch.float32)
+            nll_sum = hidden.new_zeros((), dtype=torch.float32)
+            for start in range(0, h.size(0), CHUNK):
+                rows = slice(start, start + CHUNK)
+                logits = h[rows] @ w.t() if b is None else torch.addmm(b, h[rows], w.t())  # (C, V) in dtype
+                x = logits.float() if logits.dtype != torch.float32 else logits  # the one fp32 temporary
+                del logits
+                loss_c, nll_c = _chunk_loss(x, target[rows], epsilon, want_grad)
+                loss += loss_c.sum()
+                nll_sum += nll_c.sum()
+                if want_grad:
+                    g = x.to(dtype)  # (C, V) d loss / d logits
+                    grad_h[rows] = g @ w  # (C, D)
+                    grad_w += (g.t() @ h[rows]).float()  # (V, D), summed over chunks in fp32
+                    if grad_b is not None:
+                        grad_b += x.sum(dim=0)
+        ctx.save_for_backward(grad_h, grad_w, grad_b)
+        ctx.dtypes = (hidden.dtype, weight.dtype)
+        ctx.used = False
         ctx.mark_non_differentiable(nll_sum)
         return loss, nll_sum
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_nll):
-        logits, target, lse = ctx.saved_tensors
-        eps, vocab = ctx.epsilon, logits.size(-1)
-        grad = torch.empty_like(logits)
-        for start in range(0, logits.size(0), CHUNK):
-            x = logits[start:start + CHUNK].float()  # (C, V)
-            g = torch.exp(x - lse[start:start + CHUNK, None]).sub_(eps / vocab)  # softmax - eps/V
-            g.scatter_add_(-1, target[start:start + CHUNK, None], g.new_full((g.size(0), 1), -(1.0 - eps)))
-            grad[start:start + CHUNK] = g.mul_(grad_loss)
-        return grad, None, None
+        if ctx.used:  # the saved gradients are scaled in place below
+            raise RuntimeError("the projected label-smoothed loss supports one backward pass (no retain_graph)")
+        ctx.used = True
+        grad_h, grad_w, grad_b = ctx.saved_tensors
+        scale = grad_loss.float()
+        hidden_dtype, weight_dtype = ctx.dtypes
+        return (grad_h.mul_(scale.to(grad_h.dtype)).to(hidden_dtype), grad_w.mul_(scale).to(weight_dtype),
+                None if grad_b is None else grad_b.mul_(scale).to(weight_dtype), None, None)
 
 
-def label_smoothed_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int, epsilon: float):
-    """logits (..., V), tgt_out (...) -> (smoothed loss summed over real tokens, nll summed, detached).
-    The caller divides by the number of target tokens."""
-    real = tgt_out != pad_id  # (...)
-    if not bool(real.all()):  # validation passes whole padded batches; training selects real rows itself
-        logits, tgt_out = logits[real], tgt_out[real]
-    return _SmoothedCrossEntropy.apply(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1), epsilon)
+def projected_label_smoothed_loss(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                                  target: torch.Tensor, epsilon: float):
+    """hidden (N, D) decoder outputs at real target positions, the output layer's weight (V, D) and bias,
+    target (N,) -> (smoothed loss summed over the N tokens, nll summed, detached). The caller divides by
+    the number of target tokens."""
+    return _ProjectedSmoothedCrossEntropy.apply(hidden, weight, bias, target, epsilon)
+
+
+class TrainingObjective(torch.nn.Module):
+    """The model with its loss: what the trainer calls (and DDP wraps, since DDP hooks only a module's
+    forward). (B, S) src, (B, T) tgt_in and tgt_out -> (smoothed loss sum, nll sum) over the real
+    (non-pad) target tokens; the output projection runs only there, fused into the loss."""
+
+    def __init__(self, *, model: torch.nn.Module, pad_id: int, epsilon: float):
+        super().__init__()
+        self.model, self.pad_id, self.epsilon = model, pad_id, epsilon
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
+        real = tgt_out != self.pad_id  # (B, T)
+        hidden = self.model.decoder_output(src, tgt_in)[real]  # (N, D)
+        generator = self.model.generator
+        return projected_label_smoothed_loss(hidden, generator.weight, generator.bias, tgt_out[real], self.epsilon)

@@ -31,7 +31,7 @@ from aiayn.data.batching import collate, make_batches
 from aiayn.data.tokenizer import TOKENIZER_FILES
 from aiayn.errors import OutputError
 from aiayn.training import distributed as D
-from aiayn.training.loss import label_smoothed_loss
+from aiayn.training.loss import TrainingObjective
 from aiayn.training.progress_bar import TrainingBar
 from aiayn.training.schedule import lr_scheduler
 from aiayn.training.state import Progress, rng_states, set_rng_states, trim_metrics
@@ -46,7 +46,9 @@ class Trainer:
         self.device = torch.device(device or "cpu")
         self.dist = dist_info or D.DistInfo()
         self.model = model.to(self.device)
-        self.net = DistributedDataParallel(self.model) if self.dist.enabled else self.model
+        self.objective = TrainingObjective(model=self.model, pad_id=tokenizer.pad_id,
+                                           epsilon=self.tc.label_smoothing)
+        self.net = DistributedDataParallel(self.objective) if self.dist.enabled else self.objective
         self.train_examples, self.valid_examples = train_examples, valid_examples
         self.out = Path(out_dir)
         self.bleu_fn = bleu_fn
@@ -187,11 +189,9 @@ class Trainer:
         for n, indices in enumerate(mine):
             batch = collate([self.train_examples[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
             sync = n == len(mine) - 1 or not self.dist.enabled
-            tgt_out = batch.tgt_out.to(self.device)
-            real = tgt_out != tok.pad_id  # logits only where there is a target token
             with contextlib.nullcontext() if sync else self.net.no_sync(), self._autocast():
-                logits = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device), positions=real)
-                loss, nll = label_smoothed_loss(logits, tgt_out[real], tok.pad_id, self.tc.label_smoothing)
+                loss, nll = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device),
+                                     batch.tgt_out.to(self.device))
             # normalized by the group's target tokens; DDP averages over processes, hence * world_size
             (loss * (self.dist.world_size / total_tokens)).backward()
             loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
@@ -227,9 +227,8 @@ class Trainer:
         for indices in self._valid_batches:
             batch = collate([self.valid_examples[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
             with self._autocast():
-                logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
-            loss, nll = label_smoothed_loss(logits, batch.tgt_out.to(self.device), tok.pad_id,
-                                            self.tc.label_smoothing)
+                loss, nll = self.objective(batch.src.to(self.device), batch.tgt_in.to(self.device),
+                                           batch.tgt_out.to(self.device))
             loss_sum, nll_sum, tokens = loss_sum + loss.item(), nll_sum + nll.item(), tokens + batch.n_tokens
         metrics = {"step": self.progress.step, "valid_loss": loss_sum / tokens, "valid_nll": nll_sum / tokens,
                    "valid_ppl": math.exp(min(nll_sum / tokens, 50))}
