@@ -4,7 +4,8 @@
     e.g. runs/multi30k_en_de:en-de runs/multi30k_de_en:de-en runs/rnn_luong:de-en
 
 For each run: its averaged model (else best), beam 4, alpha 0.6; sacreBLEU cased and -lc with the 95%
-bootstrap interval, chrF; parameters, training steps and wall time from metrics.jsonl.
+bootstrap interval, chrF; parameters, training steps and wall time from metrics.jsonl; then each run's
+learning curve: dev BLEU (the trainer's validation, greedy) against minutes of training.
 """
 
 import argparse
@@ -28,6 +29,20 @@ def training_steps(model_dir: Path) -> int:
         return max(int(Path(p).name.split("_")[1]) for p in info["averaged"])
     records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
     return max(r["step"] for r in records)
+
+
+def learning_curve(run: Path) -> list[tuple[float, int, float]]:
+    """(minutes, step, dev BLEU) of each validation in metrics.jsonl; the minutes are those of the last
+    training row logged at or before the step (validations have no clock of their own)."""
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    clock, curve = {}, []
+    for r in records:
+        if "elapsed_s" in r:
+            clock[r["step"]] = r["elapsed_s"]
+        elif "bleu" in r:
+            seconds = max((s for step, s in clock.items() if step <= r["step"]), default=0.0)
+            curve.append((seconds / 60, r["step"], r["bleu"]))
+    return curve
 
 
 def main():
@@ -55,6 +70,11 @@ def main():
         print(f"| {translator.model_dir} ({pair}) | {count_parameters(translator.model):,} | {steps} | "
               f"{scores['BLEU'].score:.2f} | {lc.score:.2f} [{lc.ci_low:.2f}, {lc.ci_high:.2f}] | "
               f"{scores['chrF'].score:.2f} | {seconds:.0f} |", flush=True)
+    for item in args.runs:
+        run = Path(item.rsplit(":", 1)[0])
+        curve = learning_curve(run)
+        points = ", ".join(f"{bleu:.1f} ({minutes:.0f} min, step {step})" for minutes, step, bleu in curve)
+        print(f"\n{run} dev BLEU: {points}")
     print(f"\nsignatures: BLEU {scores['BLEU'].signature}; -lc {scores['BLEU-lc'].signature}; "
           f"chrF {scores['chrF'].signature}")
 
