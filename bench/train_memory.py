@@ -43,14 +43,17 @@ def main() -> int:
     for item in args.set:
         command += ["--set", item]
     start = time.monotonic()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # the progress bar goes to a file: a pipe nobody reads fills up (64 KB) and stalls the training
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
     curve = []
     while proc.poll() is None:
         if (rss := rss_mb(proc.pid)) is not None:
             curve.append((round(time.monotonic() - start, 1), round(rss)))
         time.sleep(1.0)
     if proc.returncode:
-        print(proc.stderr.read()[-2000:], file=sys.stderr)
+        log.seek(0)
+        print(log.read()[-2000:], file=sys.stderr)
         return 2
     peak = max(r for _, r in curve)
     print(f"{args.config}: {len(curve)} samples over {curve[-1][0]:.0f} s; peak RSS {peak} MB "
