@@ -2,6 +2,8 @@
 
 Every seq2seq model offers one interface, used by decoding and inspection:
   forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V)        masks derived from pad_id
+  decoder_output(src, tgt_in) -> (B, T, D), the input of `generator` (the output layer, an nn.Linear);
+      training fuses generator and loss (aiayn/training/loss.py)
   encode(src, return_attention=False) -> (memory, maps or None)
   init_state(memory, src) -> state, one row per sentence
   decode_step(tokens (R,), state, return_attention=False) -> (log_probs (R, V), state, maps or None)

@@ -29,6 +29,7 @@ from aiayn.checkpoint import (
 )
 from aiayn.data.batching import collate, make_batches
 from aiayn.data.tokenizer import TOKENIZER_FILES
+from aiayn.device import release_free_heap
 from aiayn.errors import OutputError
 from aiayn.training import distributed as D
 from aiayn.training.loss import TrainingObjective
@@ -222,6 +223,7 @@ class Trainer:
     @torch.no_grad()
     def validate(self) -> dict:
         """Validation loss and perplexity on every process's copy (cheap), dev BLEU on the main one."""
+        release_free_heap()  # the peak RSS came with validations (BENCHMARKS.md, training memory)
         self.model.eval()
         tok, loss_sum, nll_sum, tokens = self.tokenizer, 0.0, 0.0, 0
         for indices in self._valid_batches:
@@ -238,6 +240,7 @@ class Trainer:
             bleu = self.bleu_fn(self.model) if self.dist.is_main else 0.0
             metrics["bleu"] = D.broadcast_value(bleu, self.dist)
         self.model.train()
+        release_free_heap()
         return metrics
 
     def _validate_step(self, bar) -> None:
