@@ -186,3 +186,31 @@ def test_prepared_output_projection_matches_linear_and_follows_weight_updates():
         assert cache.get(weight) is first  # kept while the weight is unchanged
         weight.mul_(2)  # an optimizer's in-place update
         torch.testing.assert_close(project(hidden, cache.get(weight), None), hidden @ weight.t(), atol=1e-5, rtol=1e-5)
+
+
+def test_decoding_after_a_fused_adam_step_uses_the_new_weights():
+    """Fused Adam writes parameters without bumping their version; the prepared output projection must
+    still follow it once the trainer switches to eval mode (it did not: in-training dev BLEU was decoded
+    with the weights of the first validation)."""
+    torch.manual_seed(0)
+    model = build_model(ModelConfig.preset("tiny", src_vocab_size=30, tgt_vocab_size=30)).eval()
+    src = torch.randint(4, 30, (2, 5))
+
+    def step_log_probs():
+        with torch.no_grad():
+            memory, _ = model.encode(src)
+            return model.decode_step(torch.full((2,), 2), model.init_state(memory, src))[0]
+
+    before = step_log_probs()  # prepares (and caches) the generator weight
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1, fused=True)
+    model(src, src).sum().backward()
+    optimizer.step()
+    model.eval()
+    after = step_log_probs()
+    with torch.no_grad():
+        memory, _ = model.encode(src)
+        logits = model.decode(torch.full((2, 1), 2), memory, padding_mask(src, model.pad_id))[:, 0]
+        expected = torch.log_softmax(logits, dim=-1)
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, expected, atol=1e-5, rtol=1e-5)

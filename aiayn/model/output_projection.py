@@ -35,9 +35,14 @@ def project(hidden: torch.Tensor, prepared: torch.Tensor, bias: torch.Tensor | N
 
 class PreparedWeight:
     """`prepare(weight)`, kept until the weight changes (another tensor, version, dtype or device, or the
-    grad mode that decides the form)."""
+    grad mode that decides the form) or `clear()` is called. The version alone does not see every update:
+    torch's fused Adam (`fused=True`, what the trainer uses) writes parameters without bumping it, so the
+    model clears this whenever it switches between train and eval mode."""
 
     def __init__(self):
+        self._key, self._prepared = None, None
+
+    def clear(self) -> None:
         self._key, self._prepared = None, None
 
     def get(self, weight: torch.Tensor) -> torch.Tensor:

@@ -127,6 +127,12 @@ class Transformer(nn.Module):
             self.generator.weight = self.tgt_embed.weight
         self._prepared_generator = PreparedWeight()  # decoding's form of generator.weight (not in checkpoints)
 
+    def train(self, mode: bool = True):
+        """As nn.Module.train (eval() calls it too), and forgets the prepared generator weight: an optimizer
+        may have changed the weight without a version bump (see PreparedWeight)."""
+        self._prepared_generator.clear()
+        return super().train(mode)
+
     def _embed(self, embedding, tokens, offset=0):
         x = self.positional(embedding(tokens), offset)  # §3.4 + §3.5
         return dropout(x, self.dropout, self.training)  # §5.4 P_drop on embeddings
