@@ -88,8 +88,15 @@ def test_fused_loss_gradient_equals_torch(monkeypatch, bf16, bias):
             torch.testing.assert_close(mine.grad, theirs.grad, **tolerance)
 
 
-def test_fused_loss_without_gradients_keeps_nothing():
-    """Validation (no grad) computes the same loss and builds no gradient buffers."""
+def test_fused_loss_without_gradients_computes_none(monkeypatch):
+    """Validation (no grad) computes the same loss and no gradients (an autograd Function's forward
+    would not know: its needs_input_grad is True under torch.no_grad too)."""
+    import aiayn.training.loss as loss_module
+
+    calls = []
+    fused = loss_module._fused_chunks
+    monkeypatch.setattr(loss_module, "_fused_chunks", lambda *a, want_grad: calls.append(want_grad) or fused(
+        *a, want_grad=want_grad))
     torch.manual_seed(0)
     hidden, weight, target = torch.randn(20, 8), torch.randn(9, 8, requires_grad=True), torch.randint(0, 9, (20,))
     with torch.no_grad():
@@ -97,7 +104,9 @@ def test_fused_loss_without_gradients_keeps_nothing():
     ref = torch.nn.functional.cross_entropy(hidden @ weight.detach().t(), target, label_smoothing=0.1,
                                             reduction="sum")
     torch.testing.assert_close(loss, ref)
-    assert loss.grad_fn is None
+    assert loss.grad_fn is None and calls == [False]
+    projected_label_smoothed_loss(hidden, weight, None, target, 0.1)[0].backward()
+    assert calls == [False, True] and weight.grad is not None
 
 
 def test_noam_schedule_matches_formula():

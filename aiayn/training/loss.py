@@ -40,35 +40,40 @@ def _compute_dtype(hidden: torch.Tensor) -> torch.dtype:
     return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
 
 
+def _fused_chunks(hidden, weight, bias, target, epsilon: float, want_grad: bool):
+    """hidden (N, D), weight (V, D), bias (V,) or None, target (N,) -> (loss sum, nll sum, fp32 scalars;
+    grads of (hidden, weight, bias) summed, or None when not want_grad)."""
+    dtype = _compute_dtype(hidden)
+    with torch.autocast(hidden.device.type, enabled=False):
+        h, w = hidden.to(dtype), weight.to(dtype)
+        b = None if bias is None else bias.to(dtype)
+        grad_h = torch.empty_like(h) if want_grad else None  # (N, D)
+        grad_w = torch.zeros_like(weight, dtype=torch.float32) if want_grad else None  # (V, D)
+        grad_b = None if b is None or not want_grad else torch.zeros_like(bias, dtype=torch.float32)
+        loss = hidden.new_zeros((), dtype=torch.float32)
+        nll_sum = hidden.new_zeros((), dtype=torch.float32)
+        for start in range(0, h.size(0), CHUNK):
+            rows = slice(start, start + CHUNK)
+            logits = h[rows] @ w.t() if b is None else torch.addmm(b, h[rows], w.t())  # (C, V) in dtype
+            x = logits.float()  # the one fp32 temporary (logits itself when already fp32)
+            del logits
+            loss_c, nll_c = _chunk_loss(x, target[rows], epsilon, want_grad)
+            loss += loss_c.sum()
+            nll_sum += nll_c.sum()
+            if want_grad:
+                g = x.to(dtype)  # (C, V) d loss / d logits
+                grad_h[rows] = g @ w  # (C, D)
+                grad_w += (g.t() @ h[rows]).float()  # (V, D), summed over chunks in fp32
+                if grad_b is not None:
+                    grad_b += x.sum(dim=0)
+    return loss, nll_sum, ((grad_h, grad_w, grad_b) if want_grad else None)
+
+
 class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, bias, target, epsilon):
-        # hidden (N, D), weight (V, D), bias (V,) or None, target (N,) -> (loss sum, nll sum), fp32 scalars
-        dtype = _compute_dtype(hidden)
-        with torch.autocast(hidden.device.type, enabled=False):
-            h, w = hidden.to(dtype), weight.to(dtype)
-            b = None if bias is None else bias.to(dtype)
-            want_grad = any(ctx.needs_input_grad[:3])
-            grad_h = torch.empty_like(h) if want_grad else None  # (N, D)
-            grad_w = torch.zeros_like(weight, dtype=torch.float32) if want_grad else None  # (V, D)
-            grad_b = None if b is None or not want_grad else torch.zeros_like(bias, dtype=torch.float32)
-            loss = hidden.new_zeros((), dtype=torch.float32)
-            nll_sum = hidden.new_zeros((), dtype=torch.float32)
-            for start in range(0, h.size(0), CHUNK):
-                rows = slice(start, start + CHUNK)
-                logits = h[rows] @ w.t() if b is None else torch.addmm(b, h[rows], w.t())  # (C, V) in dtype
-                x = logits.float() if logits.dtype != torch.float32 else logits  # the one fp32 temporary
-                del logits
-                loss_c, nll_c = _chunk_loss(x, target[rows], epsilon, want_grad)
-                loss += loss_c.sum()
-                nll_sum += nll_c.sum()
-                if want_grad:
-                    g = x.to(dtype)  # (C, V) d loss / d logits
-                    grad_h[rows] = g @ w  # (C, D)
-                    grad_w += (g.t() @ h[rows]).float()  # (V, D), summed over chunks in fp32
-                    if grad_b is not None:
-                        grad_b += x.sum(dim=0)
-        ctx.save_for_backward(grad_h, grad_w, grad_b)
+        loss, nll_sum, grads = _fused_chunks(hidden, weight, bias, target, epsilon, want_grad=True)
+        ctx.save_for_backward(*grads)
         ctx.dtypes = (hidden.dtype, weight.dtype)
         ctx.used = False
         ctx.mark_non_differentiable(nll_sum)
@@ -90,7 +95,12 @@ def projected_label_smoothed_loss(hidden: torch.Tensor, weight: torch.Tensor, bi
                                   target: torch.Tensor, epsilon: float):
     """hidden (N, D) decoder outputs at real target positions, the output layer's weight (V, D) and bias,
     target (N,) -> (smoothed loss summed over the N tokens, nll summed, detached). The caller divides by
-    the number of target tokens."""
+    the number of target tokens. Without autograd (validation, torch.no_grad) no gradient is computed:
+    an autograd Function's forward cannot tell, since its needs_input_grad ignores the grad mode."""
+    needs_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (hidden, weight, bias))
+    if not needs_grad:
+        loss, nll_sum, _ = _fused_chunks(hidden, weight, bias, target, epsilon, want_grad=False)
+        return loss, nll_sum
     return _ProjectedSmoothedCrossEntropy.apply(hidden, weight, bias, target, epsilon)
 
 
