@@ -111,22 +111,21 @@ def matmul_peak(dtype, size=2048, repeats=10):
     return 2 * size ** 3 / best / 1e9
 
 
-def measure(models, batches, bf16, rounds):
-    """-> ({name: target tokens/s}, {name: achieved matmul GFLOP/s}, both summed over the rounds)."""
+def measure(models, batches, bf16, rounds, count):
+    """-> ({name: target tokens/s}, {name: achieved matmul GFLOP/s}); count(batch) = a step's FLOPs."""
     tokens = dict.fromkeys(models, 0)
     seconds = dict.fromkeys(models, 0.0)
-    flops = dict.fromkeys(models, 0)
-    for model, opt, _ in models.values():  # warm-up
+    for model, opt in models.values():  # warm-up
         train_step(model, opt, batches[0], bf16)
     for r in range(rounds):
-        for name, (model, opt, count) in models.items():
+        for name, (model, opt) in models.items():
             batch = batches[r % len(batches)]
             start = time.perf_counter()
             tokens[name] += train_step(model, opt, batch, bf16)
             seconds[name] += time.perf_counter() - start
-            flops[name] += count(batch)
+    flops = sum(count(batches[r % len(batches)]) for r in range(rounds))  # the same batches for every model
     return ({name: tokens[name] / seconds[name] for name in models},
-            {name: flops[name] / seconds[name] / 1e9 for name in models})
+            {name: flops / seconds[name] / 1e9 for name in models})
 
 
 def main():
@@ -171,13 +170,13 @@ def main():
         return step_flops(batch, args.d_model, args.d_ff, args.layers, args.vocab)
 
     objective = TrainingObjective(model=ours, pad_id=PAD, epsilon=0.1)
-    models = {name: (m, torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True), count)
+    models = {name: (m, torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True))
               for name, m in (("aiayn", objective), *peers.items())}
     batches = make_batches(4, args.batch, args.max_len, args.vocab)
     for label in args.dtypes.split(","):
         bf16 = label == "bf16"
         peak = matmul_peak(torch.bfloat16 if bf16 else torch.float32)
-        rate, gflops = measure(models, batches, bf16, args.rounds)
+        rate, gflops = measure(models, batches, bf16, args.rounds, count)
         print(f"{label}: one 2048^3 matmul here: {peak:.0f} GFLOP/s")
         print(f"      {'aiayn':24s} {rate['aiayn']:7.0f} tok/s                          "
               f"MFU {gflops['aiayn'] / peak:5.1%} ({gflops['aiayn']:.0f} GFLOP/s)")
