@@ -58,10 +58,11 @@ class TrainConfig:
     max_minutes: float = 0.0  # stop (and finish normally) after this much wall time; 0 = no limit
     # noam (§5.3): the paper's, peak lr_factor * (d_model * warmup_steps)^-0.5; for fine-tuning a pretrained
     # model: inverse_sqrt (linear warmup to train.lr, then lr * sqrt(warmup_steps / step), as fairseq) or
-    # constant (linear warmup to train.lr, then lr)
+    # constant (linear warmup to train.lr, then lr); for a run of a fixed length: linear (warmup to train.lr,
+    # then linear decay to 0 at train.max_steps)
     schedule: str = "noam"
     lr_factor: float = 1.0  # multiplies the Noam schedule
-    lr: float = 0.0  # peak learning rate of inverse_sqrt and constant (required there; unused by noam)
+    lr: float = 0.0  # peak learning rate of inverse_sqrt, constant and linear (required there; unused by noam)
     warmup_steps: int = 4000  # §5.3
     adam_betas: tuple = (0.9, 0.98)  # §5.3
     adam_eps: float = 1e-9  # §5.3
@@ -97,7 +98,7 @@ class ExperimentConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
-SCHEDULES = ("noam", "inverse_sqrt", "constant")  # train.schedule: implemented in aiayn/training/schedule.py
+SCHEDULES = ("noam", "inverse_sqrt", "constant", "linear")  # train.schedule: implemented in aiayn/training/schedule.py
 
 
 # Rules per section (field -> what is wrong, or None); model rules live with ModelConfig in model/build.py.
@@ -313,7 +314,8 @@ def _check_vocab(cfg: ExperimentConfig) -> None:
 
 
 def _check_schedule(train: TrainConfig) -> None:
-    """train.lr is the peak of inverse_sqrt and constant; Noam's peak comes from d_model and lr_factor."""
+    """train.lr is the peak of inverse_sqrt, constant and linear; Noam's peak comes from d_model and lr_factor.
+    linear decays to 0 at train.max_steps, which must come after the warmup."""
     fields = ("train.lr", "train.schedule")
     if train.schedule != "noam" and train.lr <= 0:
         raise FieldError(fields, f"train.schedule={train.schedule} needs train.lr, its peak learning rate (> 0; "
@@ -322,6 +324,10 @@ def _check_schedule(train: TrainConfig) -> None:
         raise FieldError(fields, f"train.lr={train.lr!r} is not used by train.schedule=noam (its peak is "
                          f"lr_factor * (d_model * warmup_steps)^-0.5); set train.schedule=inverse_sqrt or "
                          f"constant to use train.lr, or scale Noam with train.lr_factor")
+    if train.schedule == "linear" and train.max_steps <= train.warmup_steps:
+        raise FieldError(("train.max_steps", "train.warmup_steps"), f"train.schedule=linear decays the lr to 0 "
+                         f"at train.max_steps={train.max_steps}, which must be after train.warmup_steps="
+                         f"{train.warmup_steps}; raise train.max_steps or lower train.warmup_steps")
 
 
 def _check_lengths(cfg: ExperimentConfig) -> None:

@@ -19,13 +19,17 @@ from pathlib import Path
 MULTI30K = Path(os.environ.get("AIAYN_MULTI30K_DIR", Path(__file__).resolve().parents[2] / "shared/data/multi30k"))
 
 
-def rss_mb(pid: int) -> float | None:
+def memory_mb(pid: int) -> tuple[float, float] | None:
+    """(VmRSS, VmHWM) of a live process in MB: the resident set now and its high-water mark so far (which
+    also catches a peak between two samples)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    return int(fields["VmRSS"].split()[0]) / 1024 if "VmRSS" in fields else None
+    if "VmRSS" not in fields or "VmHWM" not in fields:
+        return None
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
 def main() -> int:
@@ -39,25 +43,26 @@ def main() -> int:
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="aiayn_memory_")) / "run"
     command = [sys.executable, "-m", "aiayn", "train", args.config, "--out", str(out), "--data-dir", str(MULTI30K),
-               "--set", f"train.max_minutes={args.minutes}", "--set", "train.max_steps=1000000"]
+               "--set", f"train.max_minutes={args.minutes}"]  # and the config's max_steps (its lr schedule's end)
     for item in args.set:
         command += ["--set", item]
     start = time.monotonic()
     # the progress bar goes to a file: a pipe nobody reads fills up (64 KB) and stalls the training
     log = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
-    curve = []
+    curve, high_water = [], 0.0
     while proc.poll() is None:
-        if (rss := rss_mb(proc.pid)) is not None:
-            curve.append((round(time.monotonic() - start, 1), round(rss)))
+        if (sample := memory_mb(proc.pid)) is not None:
+            curve.append((round(time.monotonic() - start, 1), round(sample[0])))
+            high_water = max(high_water, sample[1])
         time.sleep(1.0)
     if proc.returncode:
         log.seek(0)
         print(log.read()[-2000:], file=sys.stderr)
         return 2
-    peak = max(r for _, r in curve)
-    print(f"{args.config}: {len(curve)} samples over {curve[-1][0]:.0f} s; peak RSS {peak} MB "
-          f"(limit {args.limit_mb:g})")
+    peak = max(high_water, max(r for _, r in curve))
+    print(f"{args.config}: {len(curve)} samples over {curve[-1][0]:.0f} s; peak RSS {peak:.0f} MB "
+          f"(VmHWM at the last sample; sampled RSS peak {max(r for _, r in curve)} MB; limit {args.limit_mb:g})")
     for fraction in (0.1, 0.25, 0.5, 0.75, 1.0):
         t, r = curve[min(len(curve) - 1, int(fraction * len(curve)))]
         print(f"  at {t:6.0f} s: {r} MB")

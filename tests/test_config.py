@@ -45,6 +45,8 @@ def test_overrides_and_floats():
     (["train.lr=1e-4"], "train.lr=0.0001 is not used by train.schedule=noam"),
     (["train.schedule=cosine", "train.lr=1e-4"], "train.schedule='cosine' must be one of noam, inverse_sqrt"),
     (["train.schedule=inverse_sqrt", "train.lr=-1e-4"], "train.lr=-0.0001 must be >= 0"),
+    (["train.schedule=linear", "train.lr=1e-3", "train.max_steps=100", "train.warmup_steps=100"],
+     "train.schedule=linear decays the lr to 0 at train.max_steps=100, which must be after train.warmup_steps=100"),
 ])
 def test_schedule_and_lr_must_agree(overrides, message):
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -57,3 +57,19 @@ def test_progress_bar_follows_the_time_budget():
     steps = progress_bar.TrainingBar(max_steps=50, step=10, max_minutes=0, enabled=True)
     steps.advance(11)
     assert (steps.bar.total, steps.bar.n) == (50, 11)
+
+
+def test_linear_schedule_reaches_zero_at_max_steps_and_a_time_stop_says_it_did_not(tmp_path):
+    cfg = small_config("train.schedule=linear", "train.lr=1e-3", "train.warmup_steps=2", "train.max_steps=6",
+                       "train.log_every=1", "train.eval_every=100", "train.save_every=100")
+    trainer = prepare_run(cfg, tmp_path / "steps")
+    trainer.train()
+    lrs = [json.loads(line)["lr"] for line in (tmp_path / "steps" / "metrics.jsonl").read_text().splitlines()]
+    assert lrs == [5e-4, 1e-3, 7.5e-4, 5e-4, 2.5e-4, 0.0]  # warmup to step 2, then down to 0 at step 6
+    assert trainer.stop_reason == "reached train.max_steps=6"
+    # a time budget that ends the run first: the stop line says the lr never reached 0 and what to change
+    timed = prepare_run(small_config("train.schedule=linear", "train.lr=1e-3", "train.warmup_steps=2",
+                                     "train.max_steps=1000", "train.max_minutes=1e-6"), tmp_path / "timed")
+    timed.train()
+    assert timed.stop_reason.startswith("reached train.max_minutes=1e-06 before train.max_steps=1000")
+    assert "lower train.max_steps to what fits in the time" in timed.stop_reason

@@ -1,5 +1,7 @@
-"""Learning-rate schedules: Noam (§5.3, the paper's) and the two that fine-tuning a pretrained model needs
-(inverse square root, as fairseq, and constant), each with a linear warmup.
+"""Learning-rate schedules: Noam (§5.3, the paper's), the two that fine-tuning a pretrained model needs
+(inverse square root, as fairseq, and constant), and linear decay to zero at the last step (for a run with
+a fixed budget of steps: the lr reaches 0 when the run ends instead of staying at peak * sqrt(warmup / n)),
+each with a linear warmup.
 
 The optimizer's base lr is 1.0 and LambdaLR multiplies it by the rate of the update being made: update n
 (n = 1, 2, ...) gets rate(n). (Runs saved before the schedule choice existed resume unchanged: their
@@ -32,10 +34,19 @@ def constant_rate(step: int, peak_lr: float, warmup_steps: int) -> float:
     return peak_lr * min(max(step, 1) / warmup_steps, 1.0)
 
 
+def linear_rate(step: int, peak_lr: float, warmup_steps: int, max_steps: int) -> float:
+    """Linear warmup from 0 to peak_lr at warmup_steps, then linear decay to 0 at max_steps (as
+    transformers' get_linear_schedule_with_warmup; fairseq's polynomial_decay with power 1)."""
+    step = max(step, 1)
+    if step < warmup_steps:
+        return peak_lr * step / warmup_steps
+    return peak_lr * max(max_steps - step, 0) / max(max_steps - warmup_steps, 1)
+
+
 def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, factor: float = 1.0,
-                 peak_lr: float = 0.0) -> LambdaLR:
+                 peak_lr: float = 0.0, max_steps: int = 0) -> LambdaLR:
     """The optimizer's base lr must be 1.0. noam uses d_model, warmup_steps and factor; inverse_sqrt and
-    constant use peak_lr and warmup_steps."""
+    constant use peak_lr and warmup_steps; linear uses peak_lr, warmup_steps and max_steps."""
     if schedule == "noam":
         def rate(step):
             return noam_rate(step, d_model, warmup_steps, factor)
@@ -45,6 +56,9 @@ def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, f
     elif schedule == "constant":
         def rate(step):
             return constant_rate(step, peak_lr, warmup_steps)
+    elif schedule == "linear":
+        def rate(step):
+            return linear_rate(step, peak_lr, warmup_steps, max_steps)
     else:
         raise ValueError(f"unknown schedule {schedule!r}; choose one of {SCHEDULES}")
     return LambdaLR(optimizer, lambda step: rate(step + 1))  # LambdaLR counts from 0

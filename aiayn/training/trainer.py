@@ -57,7 +57,8 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=tuple(self.tc.adam_betas),
                                           eps=self.tc.adam_eps, fused=True)  # §5.3
         self.scheduler = lr_scheduler(self.optimizer, self.tc.schedule, d_model=cfg.model.d_model,
-                                      warmup_steps=self.tc.warmup_steps, factor=self.tc.lr_factor, peak_lr=self.tc.lr)
+                                      warmup_steps=self.tc.warmup_steps, factor=self.tc.lr_factor, peak_lr=self.tc.lr,
+                                      max_steps=self.tc.max_steps)
         self.progress = Progress()
         self.last_lr = 0.0  # the learning rate of the latest update (logged with its step)
         self.ema = None
@@ -304,8 +305,13 @@ class Trainer:
             return f"early stopping: {tc.patience} validations without improvement"
         if p.step >= tc.max_steps:
             return f"reached train.max_steps={tc.max_steps}"
-        if time.monotonic() >= deadline:
-            return f"reached train.max_minutes={tc.max_minutes:g}"
+        # every process must agree (one that stopped alone would leave the others waiting in an all-reduce)
+        if deadline < math.inf and D.all_reduce_sum([float(time.monotonic() >= deadline)], self.dist)[0] > 0:
+            reason = f"reached train.max_minutes={tc.max_minutes:g}"
+            if tc.schedule == "linear":  # the run ends before the lr has decayed to 0
+                reason += (f" before train.max_steps={tc.max_steps}, where train.schedule=linear reaches lr 0 "
+                           f"(last lr {self.last_lr:.2e}); lower train.max_steps to what fits in the time")
+            return reason
         return ""
 
     def train(self) -> Path:
