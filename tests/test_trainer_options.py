@@ -73,3 +73,15 @@ def test_linear_schedule_reaches_zero_at_max_steps_and_a_time_stop_says_it_did_n
     timed.train()
     assert timed.stop_reason.startswith("reached train.max_minutes=1e-06 before train.max_steps=1000")
     assert "lower train.max_steps to what fits in the time" in timed.stop_reason
+
+
+def test_time_limit_is_one_decision_for_all_processes(tmp_path, monkeypatch):
+    """Under DDP each process reads its own clock; the time stop is all-reduced so that a process whose
+    clock has not reached train.max_minutes still stops with the one whose clock has (else it would wait
+    forever in the next gradient all-reduce). Simulated: the all-reduce reports another process past it."""
+    from aiayn.training import trainer as trainer_module
+
+    trainer = prepare_run(small_config("train.max_minutes=60", "train.max_steps=50"), tmp_path)
+    monkeypatch.setattr(trainer_module.D, "all_reduce_sum", lambda values, info: [1.0] * len(values))
+    trainer.train()
+    assert trainer.stop_reason == "reached train.max_minutes=60" and trainer.progress.step == 0
