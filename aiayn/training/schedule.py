@@ -37,9 +37,8 @@ def constant_rate(step: int, peak_lr: float, warmup_steps: int) -> float:
 def linear_rate(step: int, peak_lr: float, warmup_steps: int, max_steps: int) -> float:
     """Linear warmup from 0 to peak_lr at warmup_steps, then linear decay to 0 at max_steps (as
     transformers' get_linear_schedule_with_warmup; fairseq's polynomial_decay with power 1)."""
-    step = max(step, 1)
     if step < warmup_steps:
-        return peak_lr * step / warmup_steps
+        return constant_rate(step, peak_lr, warmup_steps)
     return peak_lr * max(max_steps - step, 0) / max(max_steps - warmup_steps, 1)
 
 
