@@ -3,9 +3,11 @@
     python bench/results_table.py --data-dir ../shared/data/multi30k RUN:PAIR [RUN:PAIR ...]
     e.g. runs/multi30k_en_de:en-de runs/multi30k_de_en:de-en runs/rnn_luong:de-en
 
-For each run: its averaged model (else best), beam 4, alpha 0.6; sacreBLEU cased and -lc with the 95%
-bootstrap interval, chrF; parameters, training steps and wall time from metrics.jsonl; then each run's
-learning curve: dev BLEU (the trainer's validation, greedy) against minutes of training.
+For each run: its averaged model (else best), beam 4, alpha 0.6 (or --beam / --alpha, chosen on val by
+bench/select_on_val.py); RUN may also be a model directory inside a run (e.g. runs/X/average_10, a longer
+averaging window). Prints sacreBLEU cased and -lc with the 95% bootstrap interval, chrF; parameters,
+training steps and wall time from metrics.jsonl; then each run's learning curve: dev BLEU (the trainer's
+validation, greedy) against minutes of training.
 """
 
 import argparse
@@ -32,8 +34,10 @@ def training_steps(model_dir: Path) -> int:
 
 
 def learning_curve(run: Path) -> list[tuple[float, int, float]]:
-    """(minutes, step, dev BLEU) of each validation in metrics.jsonl; the minutes are those of the last
-    training row logged at or before the step (validations have no clock of their own)."""
+    """(minutes, step, dev BLEU) of each validation in metrics.jsonl (of the run, or of the run holding
+    this model directory); the minutes are those of the last training row logged at or before the step
+    (validations have no clock of their own)."""
+    run = run if (run / "metrics.jsonl").exists() else run.parent
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     clock, curve = {}, []
     for r in records:
@@ -51,6 +55,7 @@ def main():
     p.add_argument("--data-dir")
     p.add_argument("--split", default="test_2016_flickr")
     p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--alpha", type=float, default=None, help="length penalty (default: the model's, 0.6)")
     args = p.parse_args()
     print("| run | params | steps | BLEU | BLEU -lc (95% CI) | chrF | decode s |")
     print("|---|---|---|---|---|---|---|")
@@ -60,7 +65,7 @@ def main():
         pairs = read_parallel(*multi30k.pair_paths(args.split, src_lang, tgt_lang, args.data_dir))
         translator = Translator.from_pretrained(run)
         start = time.perf_counter()
-        hyps = [r.text for r in translator.translate([s for s, _ in pairs], beam=args.beam)]
+        hyps = [r.text for r in translator.translate([s for s, _ in pairs], beam=args.beam, alpha=args.alpha)]
         seconds = time.perf_counter() - start
         out = Path(run) / f"{args.split}.{tgt_lang}.hyp"
         out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")

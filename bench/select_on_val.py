@@ -1,0 +1,74 @@
+"""Choose a trained run's averaging window, beam size and length penalty on the validation split.
+
+    python bench/select_on_val.py RUN --pair de-en --data-dir ../shared/data/multi30k \
+        [--windows 5 10] [--beams 4 5] [--alphas 0.6 1.0] [--split val]
+
+For each window w: the average of the run's last w checkpoints (RUN/average when w is the run's own
+train.average_last, else written to RUN/average_w); for each (beam, alpha): the whole split translated,
+sacreBLEU -lc (the Multi30k convention) and cased. Prints one row per setting and the best by BLEU -lc.
+Choose on val, then score the test split once with the chosen setting (bench/results_table.py): the test
+split never takes part in the choice.
+"""
+
+import argparse
+import itertools
+import json
+import time
+from pathlib import Path
+
+from aiayn.checkpoint import average_checkpoints, step_checkpoints
+from aiayn.data import multi30k
+from aiayn.data.corpus import read_parallel
+from aiayn.decoding.translator import Translator
+from aiayn.evaluation import corpus_bleu
+
+
+def averaged(run: Path, window: int) -> Path:
+    """The model averaging the run's last `window` checkpoints (made once, then reused)."""
+    own = run / "average"
+    info = own / "info.json"
+    checkpoints = step_checkpoints(run)
+    if len(checkpoints) < window:
+        raise SystemExit(f"{run}: {len(checkpoints)} checkpoints kept, fewer than the window {window}")
+    last = checkpoints[-window:]
+    if info.exists() and sorted(Path(p).name for p in json.loads(info.read_text())["averaged"]) == \
+            [p.name for p in last]:
+        return own
+    out = run / f"average_{window}"
+    if not out.exists():
+        average_checkpoints(last, out)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run", type=Path)
+    p.add_argument("--pair", required=True, help="e.g. de-en")
+    p.add_argument("--data-dir")
+    p.add_argument("--split", default="val")
+    p.add_argument("--windows", type=int, nargs="+", default=[5, 10])
+    p.add_argument("--beams", type=int, nargs="+", default=[4, 5])
+    p.add_argument("--alphas", type=float, nargs="+", default=[0.6, 1.0])
+    args = p.parse_args()
+    src_lang, _, tgt_lang = args.pair.partition("-")
+    pairs = read_parallel(*multi30k.pair_paths(args.split, src_lang, tgt_lang, args.data_dir))
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    print(f"{args.run} ({args.pair}), {args.split}: {len(pairs)} sentences")
+    print("| window | beam | alpha | BLEU -lc | BLEU | decode s |")
+    print("|---|---|---|---|---|---|")
+    rows = []
+    for window in args.windows:
+        translator = Translator.from_pretrained(averaged(args.run, window))
+        for beam, alpha in itertools.product(args.beams, args.alphas):
+            start = time.perf_counter()
+            hyps = [r.text for r in translator.translate(sources, beam=beam, alpha=alpha)]
+            seconds = time.perf_counter() - start
+            lc, cased = corpus_bleu(hyps, refs, lowercase=True).score, corpus_bleu(hyps, refs).score
+            rows.append((lc, window, beam, alpha))
+            print(f"| {window} | {beam} | {alpha:g} | {lc:.2f} | {cased:.2f} | {seconds:.0f} |", flush=True)
+    lc, window, beam, alpha = max(rows)
+    print(f"best on {args.split}: window {window}, beam {beam}, alpha {alpha:g} (BLEU -lc {lc:.2f})")
+
+
+if __name__ == "__main__":
+    main()
