@@ -61,6 +61,10 @@ class TrainConfig:
     # constant (linear warmup to train.lr, then lr); for a run of a fixed length: linear (warmup to train.lr,
     # then linear decay to 0 at train.max_steps)
     schedule: str = "noam"
+    # linear with max_minutes: at each validation, end the decay at the last step that fits in the time left at
+    # the run's pace so far (never past max_steps), so the lr reaches 0 when the time is up on any machine;
+    # the lrs then depend on the machine's pace (a run is not bit-reproducible on another machine)
+    fit_steps_to_time: bool = False
     lr_factor: float = 1.0  # multiplies the Noam schedule
     lr: float = 0.0  # peak learning rate of inverse_sqrt, constant and linear (required there; unused by noam)
     warmup_steps: int = 4000  # §5.3
@@ -324,6 +328,10 @@ def _check_schedule(train: TrainConfig) -> None:
         raise FieldError(fields, f"train.lr={train.lr!r} is not used by train.schedule=noam (its peak is "
                          f"lr_factor * (d_model * warmup_steps)^-0.5); set train.schedule=inverse_sqrt or "
                          f"constant to use train.lr, or scale Noam with train.lr_factor")
+    if train.fit_steps_to_time and (train.schedule != "linear" or train.max_minutes <= 0):
+        raise FieldError(("train.fit_steps_to_time",), f"train.fit_steps_to_time fits the end of a linear decay "
+                         f"to the time budget: it needs train.schedule=linear (not {train.schedule}) and "
+                         f"train.max_minutes > 0 (not {train.max_minutes:g}); set both, or drop it")
     if train.schedule == "linear" and train.max_steps <= train.warmup_steps:
         raise FieldError(("train.max_steps", "train.warmup_steps"), f"train.schedule=linear decays the lr to 0 "
                          f"at train.max_steps={train.max_steps}, which must be after train.warmup_steps="

@@ -1,12 +1,13 @@
 import json
 import math
 
+import pytest
 import torch
 from safetensors.torch import load_file
 from test_training import TINY
 
 from aiayn.checkpoint import load_checkpoint
-from aiayn.config import load_config
+from aiayn.config import ConfigError, load_config
 from aiayn.training.run import prepare_run
 
 
@@ -85,3 +86,42 @@ def test_time_limit_is_one_decision_for_all_processes(tmp_path, monkeypatch):
     monkeypatch.setattr(trainer_module.D, "all_reduce_sum", lambda values, info: [1.0] * len(values))
     trainer.train()
     assert trainer.stop_reason == "reached train.max_minutes=60" and trainer.progress.step == 0
+
+
+def test_fit_steps_to_time_ends_the_linear_decay_within_the_time_budget(tmp_path, monkeypatch):
+    """A 60-second budget at 6 seconds a step (a fake clock): at each validation the end of the decay moves
+    to the last step that fits (99% of the time left), so the run stops at step 9 with its last update at
+    lr 0, where the fixed max_steps=1000 would have been cut by the clock at lr ~1e-3."""
+    from aiayn.training import trainer as trainer_module
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(trainer_module.time, "monotonic", lambda: clock["now"])
+    step = trainer_module.Trainer.train_step
+
+    def six_seconds(self, group):
+        clock["now"] += 6.0
+        return step(self, group)
+
+    monkeypatch.setattr(trainer_module.Trainer, "train_step", six_seconds)
+    cfg = small_config("train.schedule=linear", "train.lr=1e-3", "train.warmup_steps=2", "train.max_steps=1000",
+                       "train.max_minutes=1", "train.fit_steps_to_time=true", "train.eval_every=2",
+                       "train.save_every=100")
+    trainer = prepare_run(cfg, tmp_path)
+    trainer.train()
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["end_step"] for r in rows if "valid_loss" in r] == [9, 9, 9, 9]
+    lrs = [r["lr"] for r in rows if "lr" in r]
+    # update 3's rate was set before the first fit (end 1000); from update 4 on the decay ends at step 9
+    assert lrs[:4] == pytest.approx([5e-4, 1e-3, 1e-3 * 997 / 998, 1e-3 * 5 / 7])
+    assert lrs[-1] == 0.0 and len(lrs) == 9
+    assert trainer.stop_reason == ("reached step 9, where train.fit_steps_to_time ended the linear decay (lr 0) "
+                                   "to fit train.max_minutes=1")
+    assert clock["now"] - 1000.0 == 54.0  # inside the budget
+    assert trainer.state_dict()["progress"]["end_step"] == 9  # kept in checkpoints: a resume goes on from it
+
+
+def test_fit_steps_to_time_needs_a_linear_schedule_and_a_time_budget():
+    with pytest.raises(ConfigError, match="train.fit_steps_to_time .* needs train.schedule=linear"):
+        small_config("train.schedule=linear", "train.lr=1e-3", "train.max_steps=100", "train.fit_steps_to_time=true")
+    with pytest.raises(ConfigError, match="not noam"):
+        small_config("train.max_minutes=5", "train.fit_steps_to_time=true")

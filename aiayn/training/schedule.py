@@ -8,6 +8,7 @@ The optimizer's base lr is 1.0 and LambdaLR multiplies it by the rate of the upd
 scheduler state is the same LambdaLR over the same Noam rate.)"""
 
 import math
+from collections.abc import Callable
 
 from torch.optim.lr_scheduler import LambdaLR
 
@@ -43,9 +44,12 @@ def linear_rate(step: int, peak_lr: float, warmup_steps: int, max_steps: int) ->
 
 
 def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, factor: float = 1.0,
-                 peak_lr: float = 0.0, max_steps: int = 0) -> LambdaLR:
+                 peak_lr: float = 0.0, max_steps: Callable[[], int] | int = 0) -> LambdaLR:
     """The optimizer's base lr must be 1.0. noam uses d_model, warmup_steps and factor; inverse_sqrt and
-    constant use peak_lr and warmup_steps; linear uses peak_lr, warmup_steps and max_steps."""
+    constant use peak_lr and warmup_steps; linear uses peak_lr, warmup_steps and max_steps, the step where
+    the lr reaches 0: a number, or a function read at every update (a run that fits its end to a time budget
+    moves it; see Trainer._fit_end_step)."""
+    end_step = max_steps if callable(max_steps) else (lambda: max_steps)
     if schedule == "noam":
         def rate(step):
             return noam_rate(step, d_model, warmup_steps, factor)
@@ -57,7 +61,7 @@ def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, f
             return constant_rate(step, peak_lr, warmup_steps)
     elif schedule == "linear":
         def rate(step):
-            return linear_rate(step, peak_lr, warmup_steps, max_steps)
+            return linear_rate(step, peak_lr, warmup_steps, end_step())
     else:
         raise ValueError(f"unknown schedule {schedule!r}; choose one of {SCHEDULES}")
     return LambdaLR(optimizer, lambda step: rate(step + 1))  # LambdaLR counts from 0

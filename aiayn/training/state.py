@@ -24,6 +24,7 @@ class Progress:
     bad_evals: int = 0
     stopped_early: bool = False
     pending_validation: bool = False  # this step's validation has not been recorded yet
+    end_step: int = 0  # train.fit_steps_to_time: where the linear decay now ends (0: at train.max_steps)
 
 
 def rng_states() -> dict:

@@ -38,6 +38,7 @@ from aiayn.training.schedule import lr_scheduler
 from aiayn.training.state import Progress, rng_states, set_rng_states, trim_metrics
 
 log = logging.getLogger(__name__)
+FIT_MARGIN = 0.99  # train.fit_steps_to_time plans for 99% of the time left: the pace varies a little
 
 
 class Trainer:
@@ -56,10 +57,10 @@ class Trainer:
         # fused Adam: one kernel for all parameters (about 3x faster than the per-tensor loop on this CPU)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=tuple(self.tc.adam_betas),
                                           eps=self.tc.adam_eps, fused=True)  # §5.3
+        self.progress = Progress()
         self.scheduler = lr_scheduler(self.optimizer, self.tc.schedule, d_model=cfg.model.d_model,
                                       warmup_steps=self.tc.warmup_steps, factor=self.tc.lr_factor, peak_lr=self.tc.lr,
-                                      max_steps=self.tc.max_steps)
-        self.progress = Progress()
+                                      max_steps=self._end_step)
         self.last_lr = 0.0  # the learning rate of the latest update (logged with its step)
         self.ema = None
         if self.tc.ema_decay > 0:
@@ -250,6 +251,8 @@ class Trainer:
         self.progress.pending_validation = True
         metrics = self.validate()
         with self._update_unit():
+            if self.tc.fit_steps_to_time:
+                metrics["end_step"] = self._fit_end_step()
             self._after_validation(metrics)
             self._log(metrics, bar)
             self.progress.pending_validation = False
@@ -283,8 +286,30 @@ class Trainer:
             f.write(json.dumps(record) + "\n")
         if "valid_loss" in record:
             bleu = f" | dev BLEU {record['bleu']:.2f}" if "bleu" in record else ""
+            end = f" | lr 0 at step {record['end_step']}" if "end_step" in record else ""
             bar.write(f"step {record['step']} | valid loss (label-smoothed) {record['valid_loss']:.3f} | "
-                      f"nll {record['valid_nll']:.3f} | ppl exp(nll) {record['valid_ppl']:.2f}{bleu}")
+                      f"nll {record['valid_nll']:.3f} | ppl exp(nll) {record['valid_ppl']:.2f}{bleu}{end}")
+
+    # ---- the end of the run ----------------------------------------------------------------------
+    def _end_step(self) -> int:
+        """The step where the run ends and a linear schedule reaches lr 0: train.max_steps, or the earlier
+        step that train.fit_steps_to_time chose."""
+        end = self.progress.end_step
+        return min(end, self.tc.max_steps) if end else self.tc.max_steps
+
+    def _fit_end_step(self) -> int:
+        """train.fit_steps_to_time, after a validation: the last step that fits in the time left at this
+        process's pace so far (validations included, so the ones to come are paid for), one figure for all
+        processes, never before this step nor past train.max_steps. Returns the new end."""
+        p, now = self.progress, time.monotonic()
+        steps = p.step - self._first_step
+        if steps <= 0:
+            return self._end_step()
+        seconds_per_step, seconds_left = (x / self.dist.world_size for x in D.all_reduce_sum(
+            [(now - self._clock_start) / steps, self._deadline - now], self.dist))
+        fits = int(FIT_MARGIN * max(seconds_left, 0.0) / seconds_per_step)
+        p.end_step = max(p.step, min(self.tc.max_steps, p.step + fits))
+        return p.end_step
 
     # ---- the loop --------------------------------------------------------------------------------
     def _next_group(self):
@@ -303,6 +328,9 @@ class Trainer:
         p, tc = self.progress, self.tc
         if p.stopped_early:
             return f"early stopping: {tc.patience} validations without improvement"
+        if p.step >= self._end_step() and self._end_step() < tc.max_steps:
+            return (f"reached step {p.step}, where train.fit_steps_to_time ended the linear decay (lr 0) to fit "
+                    f"train.max_minutes={tc.max_minutes:g}")
         if p.step >= tc.max_steps:
             return f"reached train.max_steps={tc.max_steps}"
         # every process must agree (one that stopped alone would leave the others waiting in an all-reduce)
@@ -310,7 +338,8 @@ class Trainer:
             reason = f"reached train.max_minutes={tc.max_minutes:g}"
             if tc.schedule == "linear":  # the run ends before the lr has decayed to 0
                 reason += (f" before train.max_steps={tc.max_steps}, where train.schedule=linear reaches lr 0 "
-                           f"(last lr {self.last_lr:.2e}); lower train.max_steps to what fits in the time")
+                           f"(last lr {self.last_lr:.2e}); lower train.max_steps to what fits in the time, or set "
+                           f"train.fit_steps_to_time=true")
             return reason
         return ""
 
@@ -323,7 +352,9 @@ class Trainer:
         bar = TrainingBar(max_steps=tc.max_steps, step=p.step, max_minutes=tc.max_minutes, enabled=self.dist.is_main)
         window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "start": time.perf_counter()}
         self._started = window["start"]  # wall time of this process (a resumed run counts from its resume)
-        deadline = time.monotonic() + tc.max_minutes * 60 if tc.max_minutes > 0 else math.inf
+        self._clock_start, self._first_step = time.monotonic(), p.step
+        deadline = self._clock_start + tc.max_minutes * 60 if tc.max_minutes > 0 else math.inf
+        self._deadline = deadline
         in_main_thread = threading.current_thread() is threading.main_thread()
         handled = (signal.SIGINT, signal.SIGTERM)
         previous = {s: signal.signal(s, self._on_signal) for s in handled} if in_main_thread else {}
@@ -345,7 +376,7 @@ class Trainer:
                     window["loss"] += loss
                     window["nll"] += nll
                     window["tokens"] += tokens
-                    if p.step % tc.log_every == 0 or p.step == tc.max_steps:
+                    if p.step % tc.log_every == 0 or p.step == self._end_step():
                         self._log_window(window, bar)
                 bar.advance(p.step)
                 if p.step % tc.eval_every == 0:
