@@ -59,11 +59,11 @@ class TrainConfig:
     # noam (§5.3): the paper's, peak lr_factor * (d_model * warmup_steps)^-0.5; for fine-tuning a pretrained
     # model: inverse_sqrt (linear warmup to train.lr, then lr * sqrt(warmup_steps / step), as fairseq) or
     # constant (linear warmup to train.lr, then lr); for a run of a fixed length: linear (warmup to train.lr,
-    # then linear decay to 0 at train.max_steps)
+    # then linear decay to 0 at train.max_steps, or at the step fit_steps_to_time chooses)
     schedule: str = "noam"
     # linear with max_minutes: at each validation, end the decay at the last step that fits in the time left at
     # the run's pace so far (never past max_steps), so the lr reaches 0 when the time is up on any machine;
-    # the lrs then depend on the machine's pace (a run is not bit-reproducible on another machine)
+    # the lrs then depend on the machine's pace (such a run is not bit-reproducible)
     fit_steps_to_time: bool = False
     lr_factor: float = 1.0  # multiplies the Noam schedule
     lr: float = 0.0  # peak learning rate of inverse_sqrt, constant and linear (required there; unused by noam)
@@ -319,7 +319,8 @@ def _check_vocab(cfg: ExperimentConfig) -> None:
 
 def _check_schedule(train: TrainConfig) -> None:
     """train.lr is the peak of inverse_sqrt, constant and linear; Noam's peak comes from d_model and lr_factor.
-    linear decays to 0 at train.max_steps, which must come after the warmup."""
+    linear decays to 0 at train.max_steps (or earlier, with fit_steps_to_time and a time budget), which must
+    come after the warmup."""
     fields = ("train.lr", "train.schedule")
     if train.schedule != "noam" and train.lr <= 0:
         raise FieldError(fields, f"train.schedule={train.schedule} needs train.lr, its peak learning rate (> 0; "
@@ -328,10 +329,13 @@ def _check_schedule(train: TrainConfig) -> None:
         raise FieldError(fields, f"train.lr={train.lr!r} is not used by train.schedule=noam (its peak is "
                          f"lr_factor * (d_model * warmup_steps)^-0.5); set train.schedule=inverse_sqrt or "
                          f"constant to use train.lr, or scale Noam with train.lr_factor")
-    if train.fit_steps_to_time and (train.schedule != "linear" or train.max_minutes <= 0):
-        raise FieldError(("train.fit_steps_to_time",), f"train.fit_steps_to_time fits the end of a linear decay "
-                         f"to the time budget: it needs train.schedule=linear (not {train.schedule}) and "
-                         f"train.max_minutes > 0 (not {train.max_minutes:g}); set both, or drop it")
+    fit = "train.fit_steps_to_time fits the end of a linear decay to the time budget: it"
+    if train.fit_steps_to_time and train.schedule != "linear":
+        raise FieldError(("train.fit_steps_to_time", "train.schedule"), f"{fit} needs train.schedule=linear, "
+                         f"not {train.schedule}; set it, or drop train.fit_steps_to_time")
+    if train.fit_steps_to_time and train.max_minutes <= 0:
+        raise FieldError(("train.fit_steps_to_time", "train.max_minutes"), f"{fit} needs train.max_minutes > 0 "
+                         f"(not {train.max_minutes:g}); set it, or drop train.fit_steps_to_time")
     if train.schedule == "linear" and train.max_steps <= train.warmup_steps:
         raise FieldError(("train.max_steps", "train.warmup_steps"), f"train.schedule=linear decays the lr to 0 "
                          f"at train.max_steps={train.max_steps}, which must be after train.warmup_steps="

@@ -37,7 +37,7 @@ def learning_curve(run: Path) -> list[tuple[float, int, float]]:
     """(minutes, step, dev BLEU) of each validation in metrics.jsonl (of the run, or of the run holding
     this model directory); the minutes are those of the last training row logged at or before the step
     (validations have no clock of their own)."""
-    run = run if (run / "metrics.jsonl").exists() else run.parent
+    run = next((d for d in (run, *run.parents) if (d / "metrics.jsonl").exists()), run)
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     clock, curve = {}, []
     for r in records:
@@ -67,7 +67,9 @@ def main():
         start = time.perf_counter()
         hyps = [r.text for r in translator.translate([s for s, _ in pairs], beam=args.beam, alpha=args.alpha)]
         seconds = time.perf_counter() - start
-        out = Path(run) / f"{args.split}.{tgt_lang}.hyp"
+        # beside a model directory, not in it (a resumed run would not rewrite an average/ holding it)
+        beside = Path(run) if (Path(run) / "metrics.jsonl").exists() else Path(run).parent
+        out = beside / f"{args.split}.{tgt_lang}.hyp"
         out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
         scores = {s.name: s for s in evaluate_corpus(hyps, [t for _, t in pairs], bootstrap=1000)}
         steps = training_steps(Path(translator.model_dir))

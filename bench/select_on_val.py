@@ -3,9 +3,10 @@
     python bench/select_on_val.py RUN --pair de-en --data-dir ../shared/data/multi30k \
         [--windows 5 10] [--beams 4 5] [--alphas 0.6 1.0] [--split val]
 
-For each window w: the average of the run's last w checkpoints (RUN/average when w is the run's own
-train.average_last, else written to RUN/average_w); for each (beam, alpha): the whole split translated,
-sacreBLEU -lc (the Multi30k convention) and cased. Prints one row per setting and the best by BLEU -lc.
+For each window w: the average of the run's last w checkpoints (RUN/average when it averages those, else
+written to RUN/average_w; a window longer than the checkpoints kept is skipped); for each (beam, alpha):
+the whole split translated, sacreBLEU -lc (the Multi30k convention) and cased. Prints one row per setting
+and the best by BLEU -lc (on a tie, the smallest window, beam and alpha).
 Choose on val, then score the test split once with the chosen setting (bench/results_table.py): the test
 split never takes part in the choice.
 """
@@ -23,20 +24,26 @@ from aiayn.decoding.translator import Translator
 from aiayn.evaluation import corpus_bleu
 
 
-def averaged(run: Path, window: int) -> Path:
-    """The model averaging the run's last `window` checkpoints (made once, then reused)."""
-    own = run / "average"
-    info = own / "info.json"
+def _averages(model_dir: Path, checkpoints: list[Path]) -> bool:
+    """Whether model_dir is an average of exactly these checkpoints (its info.json says so)."""
+    info = model_dir / "info.json"
+    averaged = json.loads(info.read_text()).get("averaged", []) if info.exists() else []
+    return sorted(Path(p).name for p in averaged) == sorted(p.name for p in checkpoints)
+
+
+def averaged(run: Path, window: int) -> Path | None:
+    """The model averaging the run's last `window` checkpoints: RUN/average when it is that average, else
+    RUN/average_<window> (made, or remade when it averages other checkpoints). None when the run kept
+    fewer checkpoints than the window."""
     checkpoints = step_checkpoints(run)
     if len(checkpoints) < window:
-        raise SystemExit(f"{run}: {len(checkpoints)} checkpoints kept, fewer than the window {window}")
+        return None
     last = checkpoints[-window:]
-    if info.exists() and sorted(Path(p).name for p in json.loads(info.read_text())["averaged"]) == \
-            [p.name for p in last]:
-        return own
+    if _averages(run / "average", last):
+        return run / "average"
     out = run / f"average_{window}"
-    if not out.exists():
-        average_checkpoints(last, out)
+    if not _averages(out, last):
+        average_checkpoints(last, out, force=True)
     return out
 
 
@@ -56,18 +63,26 @@ def main() -> None:
     print(f"{args.run} ({args.pair}), {args.split}: {len(pairs)} sentences")
     print("| window | beam | alpha | BLEU -lc | BLEU | decode s |")
     print("|---|---|---|---|---|---|")
+    if min(args.windows) < 1:
+        p.error("--windows: each window is at least 1 checkpoint")
     rows = []
     for window in args.windows:
-        translator = Translator.from_pretrained(averaged(args.run, window))
+        model_dir = averaged(args.run, window)
+        if model_dir is None:
+            print(f"| {window} | - | - | skipped: fewer than {window} checkpoints kept | | |")
+            continue
+        translator = Translator.from_pretrained(model_dir)
         for beam, alpha in itertools.product(args.beams, args.alphas):
             start = time.perf_counter()
             hyps = [r.text for r in translator.translate(sources, beam=beam, alpha=alpha)]
             seconds = time.perf_counter() - start
             lc, cased = corpus_bleu(hyps, refs, lowercase=True).score, corpus_bleu(hyps, refs).score
-            rows.append((lc, window, beam, alpha))
+            rows.append((-lc, window, beam, alpha))  # min(): the best BLEU, then the smallest settings
             print(f"| {window} | {beam} | {alpha:g} | {lc:.2f} | {cased:.2f} | {seconds:.0f} |", flush=True)
-    lc, window, beam, alpha = max(rows)
-    print(f"best on {args.split}: window {window}, beam {beam}, alpha {alpha:g} (BLEU -lc {lc:.2f})")
+    if not rows:
+        raise SystemExit(f"{args.run}: no window could be averaged")
+    lc, window, beam, alpha = min(rows)
+    print(f"best on {args.split}: window {window}, beam {beam}, alpha {alpha:g} (BLEU -lc {-lc:.2f})")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def main() -> int:
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="aiayn_memory_")) / "run"
     command = [sys.executable, "-m", "aiayn", "train", args.config, "--out", str(out), "--data-dir", str(MULTI30K),
-               "--set", f"train.max_minutes={args.minutes}"]  # and the config's max_steps (its lr schedule's end)
+               "--set", f"train.max_minutes={args.minutes}"]  # steps: the config's
     for item in args.set:
         command += ["--set", item]
     start = time.monotonic()

@@ -72,7 +72,7 @@ def test_linear_schedule_reaches_zero_at_max_steps_and_a_time_stop_says_it_did_n
     timed = prepare_run(small_config("train.schedule=linear", "train.lr=1e-3", "train.warmup_steps=2",
                                      "train.max_steps=1000", "train.max_minutes=1e-6"), tmp_path / "timed")
     timed.train()
-    assert timed.stop_reason.startswith("reached train.max_minutes=1e-06 before train.max_steps=1000")
+    assert timed.stop_reason.startswith("reached train.max_minutes=1e-06 before step 1000, where train.schedule=linear")
     assert "lower train.max_steps to what fits in the time" in timed.stop_reason
 
 
@@ -111,17 +111,49 @@ def test_fit_steps_to_time_ends_the_linear_decay_within_the_time_budget(tmp_path
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["end_step"] for r in rows if "valid_loss" in r] == [9, 9, 9, 9]
     lrs = [r["lr"] for r in rows if "lr" in r]
-    # update 3's rate was set before the first fit (end 1000); from update 4 on the decay ends at step 9
-    assert lrs[:4] == pytest.approx([5e-4, 1e-3, 1e-3 * 997 / 998, 1e-3 * 5 / 7])
+    # the fit after update 2 already sets update 3's rate: the decay ends at step 9
+    assert lrs[:4] == pytest.approx([5e-4, 1e-3, 1e-3 * 6 / 7, 1e-3 * 5 / 7])
     assert lrs[-1] == 0.0 and len(lrs) == 9
-    assert trainer.stop_reason == ("reached step 9, where train.fit_steps_to_time ended the linear decay (lr 0) "
-                                   "to fit train.max_minutes=1")
+    assert trainer.stop_reason == ("reached step 9, the end of the linear decay that train.fit_steps_to_time "
+                                   "chose to fit train.max_minutes=1 (last lr 0.00e+00)")
     assert clock["now"] - 1000.0 == 54.0  # inside the budget
     assert trainer.state_dict()["progress"]["end_step"] == 9  # kept in checkpoints: a resume goes on from it
 
 
+def test_fit_steps_to_time_resumes_from_its_end_and_reads_older_checkpoints(tmp_path, monkeypatch):
+    """10 s a step in a 60 s budget: the fits end the run at step 5. The same command again resumes from
+    that checkpoint with its end and its lr (0); a checkpoint from before the option (no end_step in its
+    progress) ends at train.max_steps; a clock that has not moved does not divide by zero."""
+    from aiayn.training import trainer as trainer_module
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(trainer_module.time, "monotonic", lambda: clock["now"])
+    step = trainer_module.Trainer.train_step
+
+    def ten_seconds(self, group):
+        clock["now"] += 10.0
+        return step(self, group)
+
+    monkeypatch.setattr(trainer_module.Trainer, "train_step", ten_seconds)
+    extra = ("train.schedule=linear", "train.lr=1e-3", "train.warmup_steps=2", "train.max_steps=12",
+             "train.max_minutes=1", "train.fit_steps_to_time=true", "train.eval_every=2", "train.save_every=2")
+    first = prepare_run(small_config(*extra), tmp_path)
+    first.train()
+    assert first.progress.step == 5 and "chose to fit" in first.stop_reason
+    first.run_lock.close()  # the first process ends
+    again = prepare_run(small_config(*extra), tmp_path)
+    assert again.progress.step == 5 and again.progress.end_step == 5
+    assert again.optimizer.param_groups[0]["lr"] == 0.0
+    progress = dict(again.state_dict()["progress"])
+    del progress["end_step"]
+    assert trainer_module.Progress(**progress).end_step == 0  # 0: the decay ends at train.max_steps
+    frozen = prepare_run(small_config(*extra), tmp_path / "frozen")
+    frozen._clock_start, frozen._deadline, frozen.progress.step = clock["now"], clock["now"] + 60, 2
+    assert frozen._fit_end_step() == 12  # 0 s a step so far: everything fits, up to max_steps
+
+
 def test_fit_steps_to_time_needs_a_linear_schedule_and_a_time_budget():
-    with pytest.raises(ConfigError, match="train.fit_steps_to_time .* needs train.schedule=linear"):
+    with pytest.raises(ConfigError, match="train.fit_steps_to_time .* needs train.max_minutes > 0"):
         small_config("train.schedule=linear", "train.lr=1e-3", "train.max_steps=100", "train.fit_steps_to_time=true")
-    with pytest.raises(ConfigError, match="not noam"):
+    with pytest.raises(ConfigError, match="needs train.schedule=linear, not noam"):
         small_config("train.max_minutes=5", "train.fit_steps_to_time=true")

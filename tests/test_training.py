@@ -142,8 +142,8 @@ def test_schedules_match_their_formulas():
     constant = _scheduled_lrs("constant", 100, d_model=512, warmup_steps=4, peak_lr=1e-3)
     expected = {1: 2.5e-4, 2: 5e-4, 4: 1e-3, 5: 1e-3, 100: 1e-3}
     assert {n: constant[n] for n in expected} == pytest.approx(expected)
-    # linear: warmup to 1e-3 at step 4, then down by 1e-3 / 20 per step to 0 at max_steps 24
-    linear = _scheduled_lrs("linear", 30, d_model=512, warmup_steps=4, peak_lr=1e-3, max_steps=24)
+    # linear: warmup to 1e-3 at step 4, then down by 1e-3 / 20 per step to 0 at end_step 24 (train.max_steps)
+    linear = _scheduled_lrs("linear", 30, d_model=512, warmup_steps=4, peak_lr=1e-3, end_step=24)
     expected = {1: 2.5e-4, 4: 1e-3, 5: 9.5e-4, 14: 5e-4, 23: 5e-5, 24: 0.0, 30: 0.0}
     assert {n: linear[n] for n in expected} == pytest.approx(expected)
 

@@ -44,12 +44,12 @@ def linear_rate(step: int, peak_lr: float, warmup_steps: int, max_steps: int) ->
 
 
 def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, factor: float = 1.0,
-                 peak_lr: float = 0.0, max_steps: Callable[[], int] | int = 0) -> LambdaLR:
+                 peak_lr: float = 0.0, end_step: Callable[[], int] | int = 0) -> LambdaLR:
     """The optimizer's base lr must be 1.0. noam uses d_model, warmup_steps and factor; inverse_sqrt and
-    constant use peak_lr and warmup_steps; linear uses peak_lr, warmup_steps and max_steps, the step where
-    the lr reaches 0: a number, or a function read at every update (a run that fits its end to a time budget
-    moves it; see Trainer._fit_end_step)."""
-    end_step = max_steps if callable(max_steps) else (lambda: max_steps)
+    constant use peak_lr and warmup_steps; linear uses peak_lr, warmup_steps and end_step, the step where
+    the lr reaches 0: a number (train.max_steps), or a function read at every update (a run that fits its
+    end to a time budget moves it; see Trainer._fit_end_step)."""
+    end = end_step if callable(end_step) else (lambda: end_step)
     if schedule == "noam":
         def rate(step):
             return noam_rate(step, d_model, warmup_steps, factor)
@@ -61,7 +61,7 @@ def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, f
             return constant_rate(step, peak_lr, warmup_steps)
     elif schedule == "linear":
         def rate(step):
-            return linear_rate(step, peak_lr, warmup_steps, end_step())
+            return linear_rate(step, peak_lr, warmup_steps, end())
     else:
         raise ValueError(f"unknown schedule {schedule!r}; choose one of {SCHEDULES}")
     return LambdaLR(optimizer, lambda step: rate(step + 1))  # LambdaLR counts from 0

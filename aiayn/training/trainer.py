@@ -57,10 +57,10 @@ class Trainer:
         # fused Adam: one kernel for all parameters (about 3x faster than the per-tensor loop on this CPU)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=tuple(self.tc.adam_betas),
                                           eps=self.tc.adam_eps, fused=True)  # §5.3
-        self.progress = Progress()
+        self.progress = Progress()  # before the scheduler, which reads progress.end_step (see _end_step)
         self.scheduler = lr_scheduler(self.optimizer, self.tc.schedule, d_model=cfg.model.d_model,
                                       warmup_steps=self.tc.warmup_steps, factor=self.tc.lr_factor, peak_lr=self.tc.lr,
-                                      max_steps=self._end_step)
+                                      end_step=self._end_step)
         self.last_lr = 0.0  # the learning rate of the latest update (logged with its step)
         self.ema = None
         if self.tc.ema_decay > 0:
@@ -69,6 +69,8 @@ class Trainer:
         self._signal = None  # name of the first SIGINT/SIGTERM received: stop after this step
         self._in_update, self._abort_pending = False, False
         self.stop_reason, self.resumed_from = "", None
+        # this process's clock: where train() started it, at which step, and when max_minutes ends it
+        self._clock_start, self._first_step, self._deadline = time.monotonic(), 0, math.inf
         self._batches, self._batches_epoch = [], None  # this epoch's batch list, built once per epoch
         self._valid_batches = make_batches(valid_examples, self.tc.max_tokens, seed=0, epoch=0)
 
@@ -300,15 +302,24 @@ class Trainer:
     def _fit_end_step(self) -> int:
         """train.fit_steps_to_time, after a validation: the last step that fits in the time left at this
         process's pace so far (validations included, so the ones to come are paid for), one figure for all
-        processes, never before this step nor past train.max_steps. Returns the new end."""
+        processes, never before this step nor past train.max_steps. The next update already takes the lr of
+        the new end (the scheduler set it before this validation). Returns the new end."""
         p, now = self.progress, time.monotonic()
         steps = p.step - self._first_step
-        if steps <= 0:
+        if steps <= 0 or p.step >= self._end_step():  # nothing timed yet (a redone validation), or the end
             return self._end_step()
         seconds_per_step, seconds_left = (x / self.dist.world_size for x in D.all_reduce_sum(
             [(now - self._clock_start) / steps, self._deadline - now], self.dist))
-        fits = int(FIT_MARGIN * max(seconds_left, 0.0) / seconds_per_step)
+        fits = int(FIT_MARGIN * max(seconds_left, 0.0) / max(seconds_per_step, 1e-9))
         p.end_step = max(p.step, min(self.tc.max_steps, p.step + fits))
+        if p.end_step <= self.tc.warmup_steps:
+            log.warning("only %d steps fit in train.max_minutes=%g: the run ends within the lr warmup "
+                        "(train.warmup_steps=%d), before any decay", p.end_step, self.tc.max_minutes,
+                        self.tc.warmup_steps)
+        s = self.scheduler  # the next update's lr, from the new end (LambdaLR's own formula)
+        for group, base, rate in zip(self.optimizer.param_groups, s.base_lrs, s.lr_lambdas):
+            group["lr"] = base * rate(s.last_epoch)
+        s._last_lr = [group["lr"] for group in self.optimizer.param_groups]
         return p.end_step
 
     # ---- the loop --------------------------------------------------------------------------------
@@ -324,24 +335,29 @@ class Trainer:
             p.epoch, p.batch_index = p.epoch + 1, 0
         return None
 
-    def _stop_reason(self, deadline: float) -> str:
-        p, tc = self.progress, self.tc
+    def _stop_reason(self) -> str:
+        p, tc, end = self.progress, self.tc, self._end_step()
         if p.stopped_early:
             return f"early stopping: {tc.patience} validations without improvement"
-        if p.step >= self._end_step() and self._end_step() < tc.max_steps:
-            return (f"reached step {p.step}, where train.fit_steps_to_time ended the linear decay (lr 0) to fit "
-                    f"train.max_minutes={tc.max_minutes:g}")
+        if p.step >= end and end < tc.max_steps:
+            return (f"reached step {p.step}, the end of the linear decay that train.fit_steps_to_time chose to fit "
+                    f"train.max_minutes={tc.max_minutes:g} (last lr {self.last_lr:.2e})")
         if p.step >= tc.max_steps:
             return f"reached train.max_steps={tc.max_steps}"
         # every process must agree (one that stopped alone would leave the others waiting in an all-reduce)
-        if deadline < math.inf and D.all_reduce_sum([float(time.monotonic() >= deadline)], self.dist)[0] > 0:
-            reason = f"reached train.max_minutes={tc.max_minutes:g}"
-            if tc.schedule == "linear":  # the run ends before the lr has decayed to 0
-                reason += (f" before train.max_steps={tc.max_steps}, where train.schedule=linear reaches lr 0 "
-                           f"(last lr {self.last_lr:.2e}); lower train.max_steps to what fits in the time, or set "
-                           f"train.fit_steps_to_time=true")
-            return reason
+        if self._deadline < math.inf and \
+                D.all_reduce_sum([float(time.monotonic() >= self._deadline)], self.dist)[0] > 0:
+            return f"reached train.max_minutes={tc.max_minutes:g}" + self._cut_decay_note(end)
         return ""
+
+    def _cut_decay_note(self, end: int) -> str:
+        """What a time stop left undone of a linear decay, and what to change."""
+        if self.tc.schedule != "linear":
+            return ""
+        note = f" before step {end}, where train.schedule=linear reaches lr 0 (last lr {self.last_lr:.2e}); "
+        if self.tc.fit_steps_to_time:  # the pace fell after the last fit
+            return note + "validate more often (train.eval_every) so that the end is fitted closer to the deadline"
+        return note + "lower train.max_steps to what fits in the time, or set train.fit_steps_to_time=true"
 
     def train(self) -> Path:
         """Train until max_steps, max_epochs, max_minutes, early stopping or a signal; returns the output
@@ -353,8 +369,7 @@ class Trainer:
         window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "start": time.perf_counter()}
         self._started = window["start"]  # wall time of this process (a resumed run counts from its resume)
         self._clock_start, self._first_step = time.monotonic(), p.step
-        deadline = self._clock_start + tc.max_minutes * 60 if tc.max_minutes > 0 else math.inf
-        self._deadline = deadline
+        self._deadline = self._clock_start + tc.max_minutes * 60 if tc.max_minutes > 0 else math.inf
         in_main_thread = threading.current_thread() is threading.main_thread()
         handled = (signal.SIGINT, signal.SIGTERM)
         previous = {s: signal.signal(s, self._on_signal) for s in handled} if in_main_thread else {}
@@ -362,7 +377,7 @@ class Trainer:
             if p.pending_validation:  # a second signal ended the last run inside this step's validation
                 self._validate_step(bar)
             while True:
-                self.stop_reason = self._stop_reason(deadline)
+                self.stop_reason = self._stop_reason()
                 if self.stop_reason:
                     break
                 group = self._next_group()
