@@ -3,11 +3,11 @@
     python bench/results_table.py --data-dir ../shared/data/multi30k RUN:PAIR [RUN:PAIR ...]
     e.g. runs/multi30k_en_de:en-de runs/multi30k_de_en:de-en runs/rnn_luong:de-en
 
-For each run: its averaged model (else best), beam 4, alpha 0.6 (or --beam / --alpha, chosen on val by
-bench/select_on_val.py); RUN may also be a model directory inside a run (e.g. runs/X/average_10, a longer
-averaging window). Prints sacreBLEU cased and -lc with the 95% bootstrap interval, chrF; parameters,
-training steps and wall time from metrics.jsonl; then each run's learning curve: dev BLEU (the trainer's
-validation, greedy) against minutes of training.
+For each run: its averaged model (else best), the model's beam and alpha (4, 0.6; or --beam / --alpha,
+chosen on val by bench/select_on_val.py); RUN may also be a model directory inside a run (e.g.
+runs/X/average_10, a longer averaging window). Prints sacreBLEU cased and -lc with the 95% bootstrap
+interval, chrF; parameters, training steps and wall time from metrics.jsonl; then each run's learning
+curve: dev BLEU (the trainer's validation, greedy) against minutes of training.
 """
 
 import argparse
@@ -54,7 +54,7 @@ def main():
     p.add_argument("runs", nargs="+", help="RUN_DIR:PAIR")
     p.add_argument("--data-dir")
     p.add_argument("--split", default="test_2016_flickr")
-    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--beam", type=int, default=None, help="beam size (default: the model's, 4)")
     p.add_argument("--alpha", type=float, default=None, help="length penalty (default: the model's, 0.6)")
     args = p.parse_args()
     print("| run | params | steps | BLEU | BLEU -lc (95% CI) | chrF | decode s |")

@@ -21,13 +21,16 @@ from aiayn.checkpoint import average_checkpoints, step_checkpoints
 from aiayn.data import multi30k
 from aiayn.data.corpus import read_parallel
 from aiayn.decoding.translator import Translator
+from aiayn.errors import AiaynError
 from aiayn.evaluation import corpus_bleu
 
 
 def _averages(model_dir: Path, checkpoints: list[Path]) -> bool:
     """Whether model_dir is an average of exactly these checkpoints (its info.json says so)."""
-    info = model_dir / "info.json"
-    averaged = json.loads(info.read_text()).get("averaged", []) if info.exists() else []
+    try:
+        averaged = json.loads((model_dir / "info.json").read_text()).get("averaged", [])
+    except (OSError, ValueError, AttributeError):  # none, unreadable, or not aiayn's
+        return False
     return sorted(Path(p).name for p in averaged) == sorted(p.name for p in checkpoints)
 
 
@@ -57,17 +60,20 @@ def main() -> None:
     p.add_argument("--beams", type=int, nargs="+", default=[4, 5])
     p.add_argument("--alphas", type=float, nargs="+", default=[0.6, 1.0])
     args = p.parse_args()
+    if min(args.windows) < 1:
+        p.error("--windows: each window is at least 1 checkpoint")
     src_lang, _, tgt_lang = args.pair.partition("-")
     pairs = read_parallel(*multi30k.pair_paths(args.split, src_lang, tgt_lang, args.data_dir))
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     print(f"{args.run} ({args.pair}), {args.split}: {len(pairs)} sentences")
     print("| window | beam | alpha | BLEU -lc | BLEU | decode s |")
     print("|---|---|---|---|---|---|")
-    if min(args.windows) < 1:
-        p.error("--windows: each window is at least 1 checkpoint")
     rows = []
     for window in args.windows:
-        model_dir = averaged(args.run, window)
+        try:
+            model_dir = averaged(args.run, window)
+        except AiaynError as err:  # e.g. RUN/average_<w> holds files aiayn did not write: kept, not replaced
+            raise SystemExit(f"window {window}: {err}") from None
         if model_dir is None:
             print(f"| {window} | - | - | skipped: fewer than {window} checkpoints kept | | |")
             continue

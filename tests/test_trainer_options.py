@@ -88,21 +88,27 @@ def test_time_limit_is_one_decision_for_all_processes(tmp_path, monkeypatch):
     assert trainer.stop_reason == "reached train.max_minutes=60" and trainer.progress.step == 0
 
 
+def _fake_clock(monkeypatch, *, start: float, seconds_per_step: float) -> dict:
+    """The trainer's time.monotonic reads clock["now"], which every training step moves on."""
+    from aiayn.training import trainer as trainer_module
+
+    clock = {"now": start}
+    monkeypatch.setattr(trainer_module.time, "monotonic", lambda: clock["now"])
+    step = trainer_module.Trainer.train_step
+
+    def timed_step(self, group):
+        clock["now"] += seconds_per_step
+        return step(self, group)
+
+    monkeypatch.setattr(trainer_module.Trainer, "train_step", timed_step)
+    return clock
+
+
 def test_fit_steps_to_time_ends_the_linear_decay_within_the_time_budget(tmp_path, monkeypatch):
     """A 60-second budget at 6 seconds a step (a fake clock): at each validation the end of the decay moves
     to the last step that fits (99% of the time left), so the run stops at step 9 with its last update at
     lr 0, where the fixed max_steps=1000 would have been cut by the clock at lr ~1e-3."""
-    from aiayn.training import trainer as trainer_module
-
-    clock = {"now": 1000.0}
-    monkeypatch.setattr(trainer_module.time, "monotonic", lambda: clock["now"])
-    step = trainer_module.Trainer.train_step
-
-    def six_seconds(self, group):
-        clock["now"] += 6.0
-        return step(self, group)
-
-    monkeypatch.setattr(trainer_module.Trainer, "train_step", six_seconds)
+    clock = _fake_clock(monkeypatch, start=1000.0, seconds_per_step=6.0)
     cfg = small_config("train.schedule=linear", "train.lr=1e-3", "train.warmup_steps=2", "train.max_steps=1000",
                        "train.max_minutes=1", "train.fit_steps_to_time=true", "train.eval_every=2",
                        "train.save_every=100")
@@ -120,21 +126,14 @@ def test_fit_steps_to_time_ends_the_linear_decay_within_the_time_budget(tmp_path
     assert trainer.state_dict()["progress"]["end_step"] == 9  # kept in checkpoints: a resume goes on from it
 
 
-def test_fit_steps_to_time_resumes_from_its_end_and_reads_older_checkpoints(tmp_path, monkeypatch):
+def test_fit_steps_to_time_resumes_from_its_end_and_reads_older_checkpoints(tmp_path, monkeypatch, caplog):
     """10 s a step in a 60 s budget: the fits end the run at step 5. The same command again resumes from
     that checkpoint with its end and its lr (0); a checkpoint from before the option (no end_step in its
-    progress) ends at train.max_steps; a clock that has not moved does not divide by zero."""
+    progress) ends at train.max_steps; a clock that has not moved does not divide by zero; a budget that only
+    the warmup fits says so."""
     from aiayn.training import trainer as trainer_module
 
-    clock = {"now": 0.0}
-    monkeypatch.setattr(trainer_module.time, "monotonic", lambda: clock["now"])
-    step = trainer_module.Trainer.train_step
-
-    def ten_seconds(self, group):
-        clock["now"] += 10.0
-        return step(self, group)
-
-    monkeypatch.setattr(trainer_module.Trainer, "train_step", ten_seconds)
+    clock = _fake_clock(monkeypatch, start=0.0, seconds_per_step=10.0)
     extra = ("train.schedule=linear", "train.lr=1e-3", "train.warmup_steps=2", "train.max_steps=12",
              "train.max_minutes=1", "train.fit_steps_to_time=true", "train.eval_every=2", "train.save_every=2")
     first = prepare_run(small_config(*extra), tmp_path)
@@ -150,6 +149,11 @@ def test_fit_steps_to_time_resumes_from_its_end_and_reads_older_checkpoints(tmp_
     frozen = prepare_run(small_config(*extra), tmp_path / "frozen")
     frozen._clock_start, frozen._deadline, frozen.progress.step = clock["now"], clock["now"] + 60, 2
     assert frozen._fit_end_step() == 12  # 0 s a step so far: everything fits, up to max_steps
+    late = prepare_run(small_config(*extra), tmp_path / "late")
+    late._clock_start, late._deadline, late.progress.step = clock["now"] - 60, clock["now"] + 10, 2
+    with caplog.at_level("WARNING", logger="aiayn.training.trainer"):
+        assert late._fit_end_step() == 2  # 30 s a step, 10 s left: nothing more fits, inside the warmup
+    assert "ends within the lr warmup" in caplog.text
 
 
 def test_fit_steps_to_time_needs_a_linear_schedule_and_a_time_budget():

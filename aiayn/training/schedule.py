@@ -65,3 +65,11 @@ def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, f
     else:
         raise ValueError(f"unknown schedule {schedule!r}; choose one of {SCHEDULES}")
     return LambdaLR(optimizer, lambda step: rate(step + 1))  # LambdaLR counts from 0
+
+
+def refresh_lr(scheduler: LambdaLR) -> None:
+    """Set the next update's lr again from the schedule, after something it reads (the end of a linear
+    decay) moved: LambdaLR computes it only in step(), right after the previous update."""
+    for group, base, rate in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+        group["lr"] = base * rate(scheduler.last_epoch)
+    scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]  # what get_last_lr() reads

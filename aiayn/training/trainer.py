@@ -34,7 +34,7 @@ from aiayn.errors import OutputError
 from aiayn.training import distributed as D
 from aiayn.training.loss import TrainingObjective
 from aiayn.training.progress_bar import TrainingBar
-from aiayn.training.schedule import lr_scheduler
+from aiayn.training.schedule import lr_scheduler, refresh_lr
 from aiayn.training.state import Progress, rng_states, set_rng_states, trim_metrics
 
 log = logging.getLogger(__name__)
@@ -316,10 +316,7 @@ class Trainer:
             log.warning("only %d steps fit in train.max_minutes=%g: the run ends within the lr warmup "
                         "(train.warmup_steps=%d), before any decay", p.end_step, self.tc.max_minutes,
                         self.tc.warmup_steps)
-        s = self.scheduler  # the next update's lr, from the new end (LambdaLR's own formula)
-        for group, base, rate in zip(self.optimizer.param_groups, s.base_lrs, s.lr_lambdas):
-            group["lr"] = base * rate(s.last_epoch)
-        s._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        refresh_lr(self.scheduler)  # the next update's lr already from the new end
         return p.end_step
 
     # ---- the loop --------------------------------------------------------------------------------
