@@ -107,3 +107,22 @@ def test_gradcheck_attention():
     mask = padding_mask(torch.tensor([[1, 1, 1, 1, 0]]), 0)
     assert torch.autograd.gradcheck(
         lambda q, k, v: scaled_dot_product_attention(q, k, v, mask, need_weights=True)[0], (q, k, v))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_bf16_autocast_path_matches_fp32_and_keeps_fully_padded_rows_zero(causal):
+    # Under bf16 autocast on CPU the attention core runs the explicit formula (bf16 matmuls, fp32 softmax)
+    # instead of torch's kernel: same result to bf16 precision, gradients included.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(3, 2, 6, 8, requires_grad=True) for _ in range(3))
+    mask = padding_mask(torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6, [0] * 6]), 0)
+    ref, _ = scaled_dot_product_attention(q, k, v, mask, is_causal=causal)
+    ref_grads = torch.autograd.grad(ref.sum(), (q, k, v))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, none = scaled_dot_product_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask, is_causal=causal)
+    grads = torch.autograd.grad(out.float().sum(), (q, k, v))
+    assert none is None and out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), ref, atol=0.05, rtol=0.05)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want, atol=0.1, rtol=0.05)
+    assert torch.all(out[2] == 0)

@@ -43,6 +43,12 @@ def scaled_dot_product_attention(
         check_mask(mask, q.size(0) if q.dim() == 4 else 1, q.size(-2), k.size(-2))
     if need_weights:
         return _explicit_attention(q, k, v, mask, dropout_p, is_causal, training=dropout_p > 0)
+    if q.device.type == "cpu" and (q.dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu")):
+        # bf16 on CPU: torch's flash-attention kernel is slow here, in bf16 (its backward ~10x) and in fp32
+        # at short lengths (Multi30k's ~20 tokens: ~3x the explicit formula below, forward + backward,
+        # measured in BENCHMARKS.md). The explicit formula runs QK^T and (.)V in bf16, the softmax in fp32.
+        out, _ = _explicit_attention(q, k, v, mask, dropout_p, is_causal, training=dropout_p > 0)
+        return out, None
     empty_rows = None
     if mask is not None:
         empty_rows = ~mask.any(dim=-1, keepdim=True)  # (B, 1|H, T|1, 1) rows with nothing to attend
@@ -51,16 +57,8 @@ def scaled_dot_product_attention(
             mask, is_causal = mask & causal, False
         # Let empty rows attend everywhere so the kernel stays finite; their output is zeroed below.
         mask = mask | empty_rows
-    dtype = q.dtype
-    if q.device.type == "cpu" and (dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu")):
-        # torch's CPU flash-attention backward is ~10x slower in bf16 than in fp32 (measured, see
-        # BENCHMARKS.md), so under bf16 autocast on CPU the attention core itself runs in fp32.
-        with torch.autocast("cpu", enabled=False):
-            out = nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask,
-                                                             dropout_p=dropout_p, is_causal=is_causal).to(dtype)
-    else:
-        out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                                         is_causal=is_causal)
+    out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                                     is_causal=is_causal)
     if empty_rows is not None:
         out = out.masked_fill(empty_rows, 0.0)
     return out, None
