@@ -37,15 +37,16 @@ def scaled_dot_product_attention(
 
     q (B, H, T, d_k), k (B, H, S, d_k), v (B, H, S, d_v); mask bool broadcastable to (B, H, T, S),
     True = may attend; `is_causal` adds the decoder's look-ahead mask. Returns (out (B, H, T, d_v),
-    weights (B, H, T, S) or None). Without `need_weights` torch's fused kernel runs; with it, the
-    explicit formula; both give the same numbers. dropout_p applies to the weights (training only)."""
+    weights (B, H, T, S) or None). Without `need_weights` torch's fused kernel runs (except under bf16
+    on CPU); with it, the explicit formula; both give the same numbers. dropout_p applies to the weights
+    (training only)."""
     if mask is not None:
         check_mask(mask, q.size(0) if q.dim() == 4 else 1, q.size(-2), k.size(-2))
     if need_weights:
         return _explicit_attention(q, k, v, mask, dropout_p, is_causal, training=dropout_p > 0)
     if q.device.type == "cpu" and (q.dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu")):
-        # bf16 on CPU: torch's flash-attention kernel is slow here, in bf16 (its backward ~10x) and in fp32
-        # at short lengths (Multi30k's ~20 tokens: ~3x the explicit formula below, forward + backward,
+        # bf16 on CPU: torch's flash-attention kernel is slow here, in bf16 (3.4x its fp32 time) and in fp32
+        # at short lengths (Multi30k's ~20 tokens: 3x the explicit formula below, forward + backward,
         # measured in BENCHMARKS.md). The explicit formula runs QK^T and (.)V in bf16, the softmax in fp32.
         out, _ = _explicit_attention(q, k, v, mask, dropout_p, is_causal, training=dropout_p > 0)
         return out, None
