@@ -8,6 +8,7 @@ mask is cut from 64-bit draws, four 16-bit words each: a quarter of the draws. T
 thing autograd keeps for the backward (1 byte an element), and the output keeps the input's dtype.
 """
 
+import functools
 import math
 import sys
 
@@ -18,6 +19,7 @@ import torch
 _HIGH_WORD = 3 if sys.byteorder == "little" else 0
 
 
+@functools.lru_cache(maxsize=32)  # made once per (p, device), not at every call of a training step
 def _thresholds(p: float, device: torch.device) -> torch.Tensor:
     """(4,) int16: a word is dropped when below its threshold, which has probability p (to 1/32768)."""
     full = -32768 + round(p * 65536)  # words uniform over [-32768, 32767]
