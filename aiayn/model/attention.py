@@ -5,7 +5,9 @@ import math
 import torch
 from torch import nn
 
+from aiayn.model.linear import Linear, linear
 from aiayn.model.masks import check_mask
+from aiayn.model.output_projection import PreparedWeight
 
 
 def _explicit_attention(q, k, v, mask, dropout_p, is_causal, training):
@@ -75,9 +77,15 @@ class MultiHeadAttention(nn.Module):
         if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
-        self.in_proj = nn.Linear(d_model, 3 * d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+        self.in_proj = Linear(d_model, 3 * d_model)
+        self.out_proj = Linear(d_model, d_model)
         self.dropout = dropout
+        self._packed_parts = {}  # slice of in_proj's rows -> PreparedWeight (see _project)
+
+    def train(self, mode: bool = True):
+        for packed in self._packed_parts.values():  # as Linear.train: an optimizer may skip version bumps
+            packed.clear()
+        return super().train(mode)
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         # (B, T, D) -> (B, H, T, d_head)
@@ -86,7 +94,8 @@ class MultiHeadAttention(nn.Module):
     def _project(self, x: torch.Tensor, part: slice) -> torch.Tensor:
         d = self.d_model
         rows = slice(part.start * d, part.stop * d)
-        return nn.functional.linear(x, self.in_proj.weight[rows], self.in_proj.bias[rows])
+        packed = self._packed_parts.setdefault((part.start, part.stop), PreparedWeight())
+        return linear(x, self.in_proj.weight[rows], self.in_proj.bias[rows], packed)
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Self-attention: x (B, T, D) -> q, k, v each (B, H, T, d_head), one matmul."""

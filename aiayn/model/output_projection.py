@@ -13,7 +13,7 @@ updates weights in place, which bumps the version, so it is never stale.
 import torch
 
 
-def _packs(weight: torch.Tensor) -> bool:
+def packs(weight: torch.Tensor) -> bool:
     return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
             and hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and not torch.is_grad_enabled())
 
@@ -21,7 +21,7 @@ def _packs(weight: torch.Tensor) -> bool:
 def prepare(weight: torch.Tensor) -> torch.Tensor:
     """(V, D) weight -> the form `project` takes: oneDNN-packed (V, D), or (D, V) contiguous."""
     with torch.no_grad():
-        if _packs(weight):
+        if packs(weight):
             return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
         return weight.detach().t().contiguous()
 
@@ -46,7 +46,7 @@ class PreparedWeight:
         self._key, self._prepared = None, None
 
     def get(self, weight: torch.Tensor) -> torch.Tensor:
-        key = (weight.data_ptr(), weight._version, weight.dtype, weight.device, _packs(weight))
+        key = (weight.data_ptr(), weight._version, weight.dtype, weight.device, packs(weight))
         if key != self._key:
             self._key, self._prepared = key, prepare(weight)
         return self._prepared

@@ -1,0 +1,43 @@
+"""Linear layers that multiply through oneDNN with a packed weight where that is faster.
+
+A decoding step of beam search at batch 64 multiplies 256 rows (sentences x beams) by every small weight of
+the decoder; encoding multiplies B x S rows. On CPU in float32, oneDNN's linear with its weight packed once
+into its blocked layout (torch.ops.mkldnn, as in output_projection.py) took half the time of
+torch.nn.functional.linear from about 8192 outputs up (rows x out_features), and more below that (its
+call costs ~12 us), measured on this machine for the d_model-128 shapes (BENCHMARKS.md, issue 10). Both give
+the same numbers here. So `linear` packs only for products that large, only without autograd (inference,
+validation) and outside autocast (whose bf16 casts it would skip); training is untouched.
+"""
+
+import torch
+from torch import nn
+
+from aiayn.model.output_projection import PreparedWeight, packs
+
+PACK_MIN_OUTPUTS = 8192  # rows x out_features from which the packed product is faster (measured, see above)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, packed: PreparedWeight) -> torch.Tensor:
+    """x (..., in) -> (..., out) = x W^T + b; `packed` caches W's oneDNN form (kept until W changes)."""
+    rows = x.numel() // x.size(-1)
+    if rows * weight.size(0) >= PACK_MIN_OUTPUTS and x.dtype == torch.float32 and packs(weight) \
+            and not torch.is_autocast_enabled("cpu"):
+        return torch.ops.mkldnn._linear_pointwise(x, packed.get(weight), bias, "none", [], "")
+    return nn.functional.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """nn.Linear (same parameters, same checkpoints) whose inference-time products go through `linear`."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        super().__init__(in_features, out_features, bias)
+        self._packed = PreparedWeight()  # not a parameter or buffer: never in checkpoints
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias, self._packed)
+
+    def train(self, mode: bool = True):
+        """Forgets the packed weight: an optimizer may have changed the weight without a version bump
+        (see PreparedWeight); nn.Module.train/eval reach every submodule, so a model's switch clears all."""
+        self._packed.clear()
+        return super().train(mode)

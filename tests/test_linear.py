@@ -1,0 +1,41 @@
+import pytest
+import torch
+
+from aiayn.model.linear import PACK_MIN_OUTPUTS, Linear
+from aiayn.model.output_projection import packs
+
+
+@pytest.mark.parametrize("rows", [1, 4, PACK_MIN_OUTPUTS // 64, 300])
+def test_linear_equals_torch_linear_packed_or_not(rows):
+    torch.manual_seed(0)
+    layer = Linear(32, 64)
+    x = torch.randn(rows, 3, 32)
+    with torch.no_grad():
+        expected = torch.nn.functional.linear(x, layer.weight, layer.bias)
+        torch.testing.assert_close(layer(x), expected)
+        # the packed form is made only where it is used: many rows, oneDNN present
+        assert (layer._packed._prepared is not None) == (rows * 3 * 64 >= PACK_MIN_OUTPUTS and packs(layer.weight))
+
+
+def test_linear_packed_weight_follows_weight_changes():
+    torch.manual_seed(0)
+    layer = Linear(32, 64)
+    x = torch.randn(400, 32)
+    with torch.no_grad():
+        layer(x)
+        layer.weight.add_(1.0)  # an in-place update bumps the version: repacked
+        torch.testing.assert_close(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))
+    # a write that skips the version counter (as fused Adam's can): train()/eval() forget the packed form
+    layer.weight.data.mul_(0.5)
+    layer.train()
+    layer.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))
+
+
+def test_linear_with_autograd_and_state_dict_as_nn_linear():
+    layer = Linear(8, 4)
+    assert set(layer.state_dict()) == {"weight", "bias"}
+    x = torch.randn(5000, 8, requires_grad=True)
+    layer(x).sum().backward()  # grad mode: torch's linear, gradients flow
+    assert x.grad is not None and layer.weight.grad is not None and layer._packed._prepared is None
