@@ -80,16 +80,18 @@ class SearchParams:
 @dataclass
 class _Search:
     """Book-keeping of the live part of the batch: B' active sentences, G rows each (1 at the first step,
-    then K)."""
+    then K). Plain Python lists where a step reads them element by element (a step at batch 1 is a few
+    dozen small operations, so each tensor operation saved counts); tensors where the model needs them."""
 
     ids: list[int]  # original sentence index of each active sentence
-    limits: torch.Tensor  # (B',) max output length
+    limits: list[int]  # (B',) max output length
     scores: torch.Tensor  # (B', G) sum of log-probs of live hypotheses
-    history: torch.Tensor  # (B' * G, t) tokens so far
+    history: list[list[int]]  # (B' * G) rows: tokens so far
     prefixes: torch.Tensor | None  # (B', P) forced first tokens, -1 past a sentence's prefix
     attn: list = field(default_factory=list)  # per step: dict of (B' * G, L, H, 1, *) maps
 
 
+NEG_INF = float("-inf")
 BLOCK = 128  # columns per block of the candidate search
 
 
@@ -133,11 +135,10 @@ def beam_search(model, src: torch.Tensor, params: SearchParams,
     table = _prefix_table(prefixes, device)
     if table is not None:  # room for the forced tokens and one more
         limits = torch.maximum(limits, (table >= 0).sum(1) + 1)
-    search = _Search(list(range(B)), limits, torch.zeros(B, 1, device=device),
-                     torch.empty(B, 0, dtype=torch.long, device=device), table)
+    search = _Search(list(range(B)), limits.tolist(), torch.zeros(B, 1, device=device), [[] for _ in range(B)], table)
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     tokens = torch.full((B,), params.bos_id, dtype=torch.long, device=device)
-    for t in range(int(limits.max())):
+    for t in range(max(search.limits)):
         if params.deadline is not None and time.monotonic() > params.deadline:
             raise BudgetExceeded(f"decoding stopped after {t} steps: over its time budget")
         log_probs, state, maps = model.decode_step(tokens, state, params.return_attention)
@@ -171,7 +172,7 @@ def _restrict(log_probs, search: _Search, t: int, params: SearchParams) -> torch
         log_probs[:, params.eos_id] = float("-inf")
     n = params.no_repeat_ngram_size
     if n and t + 1 >= n:
-        _forbid_repeats(log_probs, search.history.tolist(), n)
+        _forbid_repeats(log_probs, search.history, n)
     if forced is not None:
         log_probs[forced[0]] = float("-inf")
         log_probs[forced] = kept
@@ -193,70 +194,53 @@ def _forbid_repeats(log_probs, histories: list[list[int]], n: int) -> None:
 
 
 def _advance(search: _Search, log_probs, t: int, params: SearchParams, finished):
-    """One step of search on the active rows. Returns (next tokens (B''K,), rows of the old state to keep
-    (B''K,), sentences of the old state kept (B'',) or None if all are) or (None, None, None) when every
-    sentence is done."""
+    """One step of search on the active rows. Of each sentence's 2K best extensions, EOS-ended ones in the
+    top K finish; the first K others stay live (at most G <= K of the 2K end with EOS, so there are K).
+    Returns (next tokens (B''K,), rows of the old state to keep (B''K,), sentences of the old state kept
+    (B'',) or None if all are) or (None, None, None) when every sentence is done."""
     K, n_active = params.beam, len(search.ids)
     G = log_probs.size(0) // n_active
-    top_scores, origin, token = top_candidates(log_probs.view(n_active, G, -1), search.scores, 2 * K)
-    row_origin = torch.arange(n_active, device=origin.device)[:, None] * G + origin  # rows of the old state
-    is_eos = (token == params.eos_id) & torch.isfinite(top_scores)
-    # live: the first K non-EOS candidates of each sentence (at most G <= K of the 2K end with EOS)
-    live_rank = torch.cumsum(~is_eos, dim=1) - 1
-    live_pos = torch.where(~is_eos & (live_rank < K), live_rank, K).argsort(dim=1, stable=True)[:, :K]  # (B', K)
-    at_limit = (t + 1) >= search.limits  # (B',)
-    _collect_finished(search, top_scores, token, row_origin, is_eos[:, :K], at_limit, live_pos, params, finished)
-    done = _done(search, top_scores, live_pos, t, params, finished) | at_limit
-    if bool(done.all()):
-        return None, None, None
-    keep_sent = (~done).nonzero().squeeze(1)
-    all_kept = len(keep_sent) == n_active
-    if not all_kept:
-        live_pos, row_origin, token, top_scores = (x[keep_sent] for x in (live_pos, row_origin, token, top_scores))
-        search.ids = [search.ids[i] for i in keep_sent.tolist()]
-        search.limits = search.limits[keep_sent]
-        if search.prefixes is not None:
-            search.prefixes = search.prefixes[keep_sent]
-    new_rows = row_origin.gather(1, live_pos).flatten()  # (B''K,)
-    new_tokens = token.gather(1, live_pos).flatten()
-    search.history = torch.cat([search.history.index_select(0, new_rows), new_tokens[:, None]], dim=1)
-    search.scores = top_scores.gather(1, live_pos)
-    if search.attn:
-        search.attn = [{k: v.index_select(0, new_rows) for k, v in step.items()} for step in search.attn]
-    return new_tokens, new_rows, None if all_kept else keep_sent
-
-
-def _done(search: _Search, top_scores, live_pos, t, params: SearchParams, finished) -> torch.Tensor:
-    """(B',) bool: the sentence has K finished hypotheses and its best live one, if it ended now, would not
-    beat the K-th best of them."""
-    K = params.beam
-    kth = [finished[s][K - 1].score if len(finished[s]) >= K else float("-inf") for s in search.ids]
-    kth = torch.tensor(kth, device=top_scores.device)
-    best_live = top_scores.gather(1, live_pos[:, :1]).squeeze(1)  # candidates are sorted: the first live one
-    return torch.isfinite(kth) & (best_live / params.lp(t + 1) <= kth)
-
-
-def _collect_finished(search: _Search, top_scores, token, row_origin, eos_top_k, at_limit, live_pos,
-                      params: SearchParams, finished) -> None:
-    """EOS candidates within the top K finish; at the length limit the live ones finish too. Each
-    sentence's list stays sorted best first (_done reads its K-th)."""
-    events = (eos_top_k.any(dim=1) | at_limit).nonzero().squeeze(1)  # sentences with something finishing
-    if len(events) == 0:
-        return
-    scores, tokens, origins, eos, limit, live = (x[events].tolist() for x in (
-        top_scores, token, row_origin, eos_top_k, at_limit, live_pos))
-    lp = params.lp(search.history.size(1) + 1)  # |Y| with the token of this step
-    for i, b in enumerate(events.tolist()):
-        picks = [(j, True) for j in range(params.beam) if eos[i][j]]
-        if limit[i]:
-            picks += [(j, False) for j in live[i] if scores[i][j] != float("-inf")]
+    top, origin, token = top_candidates(log_probs.view(n_active, G, -1), search.scores, 2 * K)
+    top, origin, token = top.tolist(), origin.tolist(), token.tolist()  # one read each: (B', 2K)
+    lp_now = params.lp(t + 1)  # |Y| with the token of this step
+    new_rows, new_tokens, new_scores, keep_sent = [], [], [], []
+    for b in range(n_active):
+        rows = [b * G + o for o in origin[b]]
+        is_eos = [token[b][j] == params.eos_id and top[b][j] != NEG_INF for j in range(2 * K)]
+        ended = [j for j in range(K) if is_eos[j]]  # EOS candidates beyond the top K are dropped
+        live = [j for j in range(2 * K) if not is_eos[j]][:K]
+        at_limit = t + 1 >= search.limits[b]
+        picks = [(j, True) for j in ended] + ([(j, False) for j in live if top[b][j] != NEG_INF] if at_limit else [])
         sent = finished[search.ids[b]]
-        for j, ended in picks:
-            row = origins[i][j]
-            hyp_tokens = search.history[row].tolist() + ([] if ended else [tokens[i][j]])
-            attn = _stack_attention(search.attn, row) if search.attn else None
-            sent.append(Hypothesis(hyp_tokens, scores[i][j] / lp, scores[i][j], attn))
-        sent.sort(key=lambda h: -h.score)
+        for j, eos in picks:
+            tokens = search.history[rows[j]] + ([] if eos else [token[b][j]])
+            attn = _stack_attention(search.attn, rows[j]) if search.attn else None
+            sent.append(Hypothesis(tokens, top[b][j] / lp_now, top[b][j], attn))
+        if picks:
+            sent.sort(key=lambda h: -h.score)
+        # done: K finished and the best live one, if it ended now, would not beat the K-th of them
+        if at_limit or (len(sent) >= K and top[b][live[0]] / lp_now <= sent[K - 1].score):
+            continue
+        keep_sent.append(b)
+        new_rows += [rows[j] for j in live]
+        new_tokens += [token[b][j] for j in live]
+        new_scores.append([top[b][j] for j in live])
+    if not keep_sent:
+        return None, None, None
+    device = search.scores.device
+    all_kept = len(keep_sent) == n_active
+    kept = None if all_kept else torch.tensor(keep_sent, device=device)
+    if not all_kept:
+        search.ids = [search.ids[b] for b in keep_sent]
+        search.limits = [search.limits[b] for b in keep_sent]
+        if search.prefixes is not None:
+            search.prefixes = search.prefixes[kept]
+    search.history = [search.history[r] + [tok] for r, tok in zip(new_rows, new_tokens)]
+    search.scores = torch.tensor(new_scores, device=device)
+    rows = torch.tensor(new_rows, device=device)
+    if search.attn:
+        search.attn = [{k: v.index_select(0, rows) for k, v in step.items()} for step in search.attn]
+    return torch.tensor(new_tokens, device=device), rows, kept
 
 
 def _stack_attention(steps: list[dict], row: int) -> dict:
