@@ -118,15 +118,13 @@ class MultiHeadAttention(nn.Module):
         out = self.out_proj(heads.transpose(1, 2).flatten(2))  # Concat(head_1..h) W^O: (B, T, D)
         return out, weights
 
-    def attend_per_sentence(self, q, k, v, mask, need_weights=False):
-        """One decoding step of cross-attention: q (R, H, 1, d_head) for R = B' x G rows, the G rows
-        (beams) of a sentence side by side; k/v (B', H, S, d_head) and mask (B', 1, 1, S) stored once per
-        sentence. A sentence's G queries attend its keys as one (G, S) product, so the K/V are neither
-        copied per beam nor re-selected when beams are reordered.
-        -> (out (R, 1, D), weights (R, H, 1, S) | None)."""
-        R, H, _, d = q.shape
-        B = k.size(0)
-        q = q.view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d_head)
+    def attend_per_sentence(self, x, k, v, mask, need_weights=False):
+        """One decoding step of cross-attention: x (R, 1, D) for R = B' x G rows, the G rows (beams) of a
+        sentence side by side; k/v (B', H, S, d_head) and mask (B', 1, 1, S) stored once per sentence. A
+        sentence's G queries attend its keys as one (G, S) product, so the K/V are neither copied per beam
+        nor re-selected when beams are reordered. -> (out (R, 1, D), weights (R, H, 1, S) | None)."""
+        R, B, H, d = x.size(0), k.size(0), self.n_heads, self.d_head
+        q = self._project(x, slice(0, 1)).view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d_head)
         if need_weights:
             heads, weights = scaled_dot_product_attention(q, k, v, mask, 0.0, True)  # (B', H, G, d_head)
         else:  # torch's kernel directly: a source always has a token (</s>), so no row is fully masked

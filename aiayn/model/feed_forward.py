@@ -25,5 +25,6 @@ class PositionwiseFeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # (B, T, D) -> (B, T, d_ff) -> (B, T, D)
         hidden = self.activation(self.w_1(x))  # §3.3 max(0, xW1 + b1)
-        hidden = nn.functional.dropout(hidden, self.activation_dropout, self.training)
+        if self.training and self.activation_dropout > 0:
+            hidden = nn.functional.dropout(hidden, self.activation_dropout, True)
         return self.w_2(hidden)  # §3.3 (...)W2 + b2

@@ -21,45 +21,40 @@ def _pick(t: torch.Tensor | None, indices: torch.Tensor | None, dim: int = 0) ->
 
 @dataclass
 class LayerCache:
-    """KV cache of one decoder layer. Self-attention K/V (R, H, t, d_head) grow by one position per step;
-    cross-attention K/V (B', H, S, d_head), computed once from the encoder memory, per sentence."""
+    """KV cache of one decoder layer. Self-attention K and V of the positions so far in one tensor,
+    self_kv (R, 2, H, t, d_head) ([:, 0] = K, [:, 1] = V), one position longer at every step; cross-attention
+    K/V (B', H, S, d_head), computed once from the encoder memory, per sentence."""
 
     cross_k: torch.Tensor
     cross_v: torch.Tensor
-    self_k: torch.Tensor | None = None
-    self_v: torch.Tensor | None = None
-    pending_rows: torch.Tensor | None = None  # a select not yet applied to self_k/self_v (see append_self)
+    self_kv: torch.Tensor | None = None
+    pending_rows: torch.Tensor | None = None  # a select not yet applied to self_kv (see append_self)
 
-    def append_self(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """k, v (R, H, 1, d_head) of the new position -> the cache with it, (R, H, t + 1, d_head).
-        A pending row selection and the append are one copy into a new buffer (index_select writes
-        into its slice), not two (a gather, then a torch.cat). Not preallocated: beam search reorders
-        rows at every step, so each step copies the cache once either way, and buffers written in place
-        (tried: a spare pair of (rows, H, capacity, d_head) buffers) made beam search at batch 64 about 8%
-        slower here, through strided attention inputs and strided index_select (BENCHMARKS.md)."""
-        if self.self_k is None:  # the first position: nothing to select from
-            self.self_k, self.self_v, self.pending_rows = k, v, None
-            return k, v
-        self.self_k = self._extend(self.self_k, k)
-        self.self_v = self._extend(self.self_v, v)
-        self.pending_rows = None
-        return self.self_k, self.self_v
-
-    def _extend(self, cache: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-        t = cache.size(2)
-        out = new.new_empty(new.size(0), new.size(1), t + 1, new.size(3))
-        if self.pending_rows is None:
-            out[:, :, :t] = cache
-        else:
-            torch.index_select(cache, 0, self.pending_rows, out=out[:, :, :t])
-        out[:, :, t:] = new
-        return out
+    def append_self(self, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """kv (R, 2, H, d_head) of the new position -> K, V with it, each (R, H, t + 1, d_head).
+        A pending row selection and the append are one copy into a new buffer (index_select writes into
+        its slice), not two (a gather, then a torch.cat); K and V share it, so one copy serves both. Not
+        preallocated: beam search reorders rows at every step, so each step copies the cache once either
+        way, and buffers written in place (tried: a spare pair of (rows, H, capacity, d_head) buffers) made
+        beam search at batch 64 about 8% slower here, through strided attention inputs and strided
+        index_select (BENCHMARKS.md)."""
+        R, _, H, d = kv.shape
+        t = 0 if self.self_kv is None else self.self_kv.size(3)
+        out = kv.new_empty(R, 2, H, t + 1, d)
+        if self.pending_rows is not None:
+            torch.index_select(self.self_kv, 0, self.pending_rows, out=out[:, :, :, :t])
+        elif t:
+            out[:, :, :, :t] = self.self_kv
+        out[:, :, :, t] = kv
+        self.self_kv, self.pending_rows = out, None
+        return out[:, 0], out[:, 1]
 
     def select(self, rows: torch.Tensor, sentences: torch.Tensor | None) -> "LayerCache":
         if self.pending_rows is not None:  # two selects in a row (no step between): compose them
             rows = self.pending_rows.index_select(0, rows)
-        return LayerCache(_pick(self.cross_k, sentences), _pick(self.cross_v, sentences), self.self_k,
-                          self.self_v, rows)
+        if self.self_kv is None:  # nothing cached yet: nothing to select
+            rows = None
+        return LayerCache(_pick(self.cross_k, sentences), _pick(self.cross_v, sentences), self.self_kv, rows)
 
 
 @dataclass

@@ -67,18 +67,19 @@ class DecoderLayer(_Sublayers):
         self.ffn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
 
     def _self_attention(self, h, cache, need_weights):
-        q, k, v = self.self_attn.project_qkv(h)
         if cache is None:  # teacher forcing: all T positions at once, look-ahead masked (§3.2.3)
+            q, k, v = self.self_attn.project_qkv(h)
             return self.self_attn.attend(q, k, v, None, need_weights, is_causal=True)
-        k, v = cache.append_self(k, v)  # one new position that may see every cached one
-        return self.self_attn.attend(q, k, v, None, need_weights)
+        # one new position (R, 1, D) that may see every cached one: Q, K, V (R, 3, H, d_head) in one product
+        qkv = self.self_attn.in_proj(h).view(h.size(0), 3, self.self_attn.n_heads, self.self_attn.d_head)
+        k, v = cache.append_self(qkv[:, 1:])
+        return self.self_attn.attend(qkv[:, 0, :, None], k, v, None, need_weights)
 
     def _cross_attention(self, h, memory, src_mask, cache, need_weights):
-        q = self.cross_attn.project_q(h)
         if cache is None:
             k, v = self.cross_attn.project_kv(memory, memory)
-            return self.cross_attn.attend(q, k, v, src_mask, need_weights)
-        return self.cross_attn.attend_per_sentence(q, cache.cross_k, cache.cross_v, src_mask, need_weights)
+            return self.cross_attn.attend(self.cross_attn.project_q(h), k, v, src_mask, need_weights)
+        return self.cross_attn.attend_per_sentence(h, cache.cross_k, cache.cross_v, src_mask, need_weights)
 
     def forward(self, x, memory, src_mask, cache: LayerCache | None = None, need_weights=False):
         # x (B, T, D), memory (B, S, D) -> (B, T, D), self weights (B, H, T, T'), cross (B, H, T, S)
