@@ -15,11 +15,13 @@ aiayn uses GNMT's length penalty, CTranslate2 length^alpha, so a few sentences m
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 LAYOUTS = {  # name -> (engine, settings)
     "aiayn 1 thread": ("aiayn", {"threads": 1, "procs": 1}),
@@ -45,6 +47,18 @@ def shard(sources: list[str], args) -> list[str]:
     return sources[args.shard::args.shards]
 
 
+def wait_for_start(args) -> None:
+    """Workers of one layout start timing together: each says it is loaded and warmed up, then waits for
+    the parent's go. Without it the 2-process layouts were measured from the first worker's start while the
+    other was still loading (the window runs from the first start to the last end)."""
+    if not args.barrier:
+        return
+    barrier = Path(args.barrier)
+    (barrier / f"ready-{args.shard}").touch()
+    while not (barrier / "go").exists():
+        time.sleep(0.001)
+
+
 def aiayn_worker(args) -> dict:
     import torch
 
@@ -54,6 +68,7 @@ def aiayn_worker(args) -> dict:
     sources = shard(load_sources(args), args)
     translator = Translator.from_pretrained(args.model)
     translator.translate(sources[:8], beam=args.beam)  # warm-up
+    wait_for_start(args)
     start = time.perf_counter()
     results = translator.translate(sources, beam=args.beam, batch_size=args.batch_size,
                                    max_tokens=args.max_tokens or None)
@@ -71,6 +86,7 @@ def ct2_worker(args) -> dict:
                                         inter_threads=args.inter)
     options = dict(beam_size=args.beam, length_penalty=job["alpha"], suppress_sequences=[["<pad>"], ["<s>"]])
     translator.translate_batch(pieces[:8], max_decoding_length=job["limit"], **options)  # warm-up
+    wait_for_start(args)
     start = time.perf_counter()
     batching = {"max_batch_size": args.max_tokens, "batch_type": "tokens"} if args.max_tokens else \
         {"max_batch_size": args.batch_size}
@@ -110,8 +126,14 @@ def run_layout(args, name: str, batch: tuple[int, int], job: str) -> dict:
         base += ["--threads", str(settings["threads"])]
     else:
         base += ["--intra", str(settings["intra"]), "--inter", str(settings["inter"])]
+    barrier = Path(tempfile.mkdtemp(prefix="aiayn-bench-"))
+    base += ["--barrier", str(barrier)]
     workers = [subprocess.Popen(base + ["--shard", str(i)], stdout=subprocess.PIPE, text=True) for i in range(procs)]
+    while len(list(barrier.glob("ready-*"))) < procs and all(w.poll() is None for w in workers):
+        time.sleep(0.01)
+    (barrier / "go").touch()
     parts = [json.loads(w.communicate()[0].strip().splitlines()[-1]) for w in workers]
+    shutil.rmtree(barrier, ignore_errors=True)
     # processes run side by side: wall time from the first start to the last end (same clock: perf_counter
     # is CLOCK_MONOTONIC on Linux, shared by processes)
     seconds = max(p["start"] + p["seconds"] for p in parts) - min(p["start"] for p in parts)
@@ -147,6 +169,7 @@ def main() -> None:
     p.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--shards", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--ct2-job", default="", help=argparse.SUPPRESS)
+    p.add_argument("--barrier", default="", help=argparse.SUPPRESS)
     p.add_argument("--export-job", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
