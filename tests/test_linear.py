@@ -39,3 +39,17 @@ def test_linear_with_autograd_and_state_dict_as_nn_linear():
     x = torch.randn(5000, 8, requires_grad=True)
     layer(x).sum().backward()  # grad mode: torch's linear, gradients flow
     assert x.grad is not None and layer.weight.grad is not None and layer._packed._prepared is None
+
+
+def test_a_model_with_packed_weights_copies_and_saves(tmp_path):
+    import copy
+
+    layer = Linear(128, 384)
+    x = torch.randn(256, 128)
+    with torch.no_grad():
+        expected = layer(x)  # packs where oneDNN is present
+        copied = copy.deepcopy(layer)
+        torch.save(layer, tmp_path / "layer.pt")
+        loaded = torch.load(tmp_path / "layer.pt", weights_only=False)
+        torch.testing.assert_close(copied(x), expected)
+        torch.testing.assert_close(loaded(x), expected)

@@ -42,6 +42,14 @@ class PreparedWeight:
     def __init__(self):
         self._key, self._prepared = None, None
 
+    # A copy or a pickle of a model starts without the cache: oneDNN's packed tensors have no storage to
+    # copy (copy.deepcopy and torch.save of a whole module would fail), and the cache is remade on use.
+    def __deepcopy__(self, memo) -> "PreparedWeight":
+        return PreparedWeight()
+
+    def __getstate__(self) -> dict:
+        return {"_key": None, "_prepared": None}
+
     def clear(self) -> None:
         self._key, self._prepared = None, None
 
