@@ -4,6 +4,7 @@ from model_helpers import PAD, random_batch, small_model, step_by_step_logprobs
 from torch import nn
 
 from aiayn.model import DecoderLayer, EncoderLayer, ModelConfig, build_model, count_parameters, padding_mask
+from aiayn.model.output_projection import packs
 
 
 def copy_mha(ours, theirs):
@@ -92,6 +93,22 @@ def test_cached_decoding_equals_full_forward(norm_first):
         full = torch.log_softmax(model(src, tgt), -1)
         steps, _ = step_by_step_logprobs(model, src, tgt)
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+
+
+def test_packed_products_equal_the_unpacked_model():
+    """At 160 rows every decoder product of a step, and the encoder's, runs through oneDNN's packed
+    weights (aiayn/model/linear.py); the step-by-step log-probs equal teacher forcing with autograd on,
+    where torch's own linear runs."""
+    model = small_model()
+    src, tgt = random_batch(batch=160)
+    full = torch.log_softmax(model(src, tgt), -1).detach()
+    with torch.no_grad():
+        steps, _ = step_by_step_logprobs(model, src, tgt)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        if packs(model.generator.weight):  # oneDNN is present: the packed path did run
+            assert all(p._prepared is not None for layer in model.decoder_layers
+                       for p in (layer.ffn.w_1._packed, layer.cross_attn._packed_parts[0, 1]))
 
 
 def test_step_attention_equals_full_attention():
@@ -188,18 +205,19 @@ def test_prepared_output_projection_matches_linear_and_follows_weight_updates():
         torch.testing.assert_close(project(hidden, cache.get(weight), None), hidden @ weight.t(), atol=1e-5, rtol=1e-5)
 
 
-def test_decoding_after_a_fused_adam_step_uses_the_new_weights():
-    """Fused Adam writes parameters without bumping their version; the prepared output projection must
-    still follow it once the trainer switches to eval mode (it did not: in-training dev BLEU was decoded
-    with the weights of the first validation)."""
+@pytest.mark.parametrize("batch", [2, 160])  # 160 rows: every product of a step goes through packed weights
+def test_decoding_after_a_fused_adam_step_uses_the_new_weights(batch):
+    """Fused Adam writes parameters without bumping their version; the prepared output projection (and,
+    at many rows, the layers' packed weights) must still follow it once the trainer switches to eval mode
+    (it did not: in-training dev BLEU was decoded with the weights of the first validation)."""
     torch.manual_seed(0)
     model = build_model(ModelConfig.preset("tiny", src_vocab_size=30, tgt_vocab_size=30)).eval()
-    src = torch.randint(4, 30, (2, 5))
+    src = torch.randint(4, 30, (batch, 5))
 
     def step_log_probs():
         with torch.no_grad():
             memory, _ = model.encode(src)
-            return model.decode_step(torch.full((2,), 2), model.init_state(memory, src))[0]
+            return model.decode_step(torch.full((batch,), 2), model.init_state(memory, src))[0]
 
     before = step_log_probs()  # prepares (and caches) the generator weight
     model.train()
@@ -208,9 +226,9 @@ def test_decoding_after_a_fused_adam_step_uses_the_new_weights():
     optimizer.step()
     model.eval()
     after = step_log_probs()
-    with torch.no_grad():
+    with torch.enable_grad():  # autograd on: torch's own products, nothing prepared or packed
         memory, _ = model.encode(src)
-        logits = model.decode(torch.full((2, 1), 2), memory, padding_mask(src, model.pad_id))[:, 0]
-        expected = torch.log_softmax(logits, dim=-1)
+        logits = model.decode(torch.full((batch, 1), 2), memory, padding_mask(src, model.pad_id))[:, 0]
+        expected = torch.log_softmax(logits, dim=-1).detach()
     assert not torch.allclose(before, after)
     torch.testing.assert_close(after, expected, atol=1e-5, rtol=1e-5)

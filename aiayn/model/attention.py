@@ -80,7 +80,8 @@ class MultiHeadAttention(nn.Module):
         self.in_proj = Linear(d_model, 3 * d_model)
         self.out_proj = Linear(d_model, d_model)
         self.dropout = dropout
-        self._packed_parts = {}  # slice of in_proj's rows -> PreparedWeight (see _project)
+        # the oneDNN-packed forms of the row blocks of in_proj that _project multiplies by: Q, K, V, [K; V]
+        self._packed_parts = {part: PreparedWeight() for part in ((0, 1), (1, 2), (2, 3), (1, 3))}
 
     def train(self, mode: bool = True):
         for packed in self._packed_parts.values():  # as Linear.train: an optimizer may skip version bumps
@@ -94,12 +95,16 @@ class MultiHeadAttention(nn.Module):
     def _project(self, x: torch.Tensor, part: slice) -> torch.Tensor:
         d = self.d_model
         rows = slice(part.start * d, part.stop * d)
-        packed = self._packed_parts.setdefault((part.start, part.stop), PreparedWeight())
+        packed = self._packed_parts[part.start, part.stop]
         return linear(x, self.in_proj.weight[rows], self.in_proj.bias[rows], packed)
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Self-attention: x (B, T, D) -> q, k, v each (B, H, T, d_head), one matmul."""
         return tuple(self._split_heads(t) for t in self.in_proj(x).chunk(3, dim=-1))
+
+    def project_qkv_step(self, x: torch.Tensor) -> torch.Tensor:
+        """One decoding position: x (R, 1, D) -> Q, K, V stacked (R, 3, H, d_head), views of one product."""
+        return self.in_proj(x).view(x.size(0), 3, self.n_heads, self.d_head)
 
     def project_q(self, x: torch.Tensor) -> torch.Tensor:
         return self._split_heads(self._project(x, slice(0, 1)))

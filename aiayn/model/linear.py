@@ -2,11 +2,12 @@
 
 A decoding step of beam search at batch 64 multiplies 256 rows (sentences x beams) by every small weight of
 the decoder; encoding multiplies B x S rows. On CPU in float32, oneDNN's linear with its weight packed once
-into its blocked layout (torch.ops.mkldnn, as in output_projection.py) took half the time of
-torch.nn.functional.linear from about 8192 outputs up (rows x out_features), and more below that (its
-call costs ~12 us), measured on this machine for the d_model-128 shapes (BENCHMARKS.md, issue 10). Both give
-the same numbers here. So `linear` packs only for products that large, only without autograd (inference,
-validation) and outside autocast (whose bf16 casts it would skip); training is untouched.
+into its blocked layout (torch.ops.mkldnn, as in output_projection.py) was faster than
+torch.nn.functional.linear from about 8192 outputs (rows x out_features) up, about half the time at 256
+rows, and slower below (its call costs ~12 us, against ~8 us for a 4-row product), measured on this machine
+for the d_model-128 shapes (BENCHMARKS.md, issue 10). Both gave the same numbers here. So `linear` packs
+only for products that large, only without autograd (inference, validation) and outside autocast (whose
+bf16 casts it would skip); training is untouched.
 """
 
 import torch

@@ -14,8 +14,8 @@ import torch
 
 
 def packs(weight: torch.Tensor) -> bool:
-    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and not torch.is_grad_enabled())
+    return (not torch.is_grad_enabled() and weight.device.type == "cpu" and weight.dtype == torch.float32
+            and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
 
 
 def prepare(weight: torch.Tensor) -> torch.Tensor:

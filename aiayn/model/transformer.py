@@ -71,7 +71,7 @@ class DecoderLayer(_Sublayers):
             q, k, v = self.self_attn.project_qkv(h)
             return self.self_attn.attend(q, k, v, None, need_weights, is_causal=True)
         # one new position (R, 1, D) that may see every cached one: Q, K, V (R, 3, H, d_head) in one product
-        qkv = self.self_attn.in_proj(h).view(h.size(0), 3, self.self_attn.n_heads, self.self_attn.d_head)
+        qkv = self.self_attn.project_qkv_step(h)
         k, v = cache.append_self(qkv[:, 1:])
         return self.self_attn.attend(qkv[:, 0, :, None], k, v, None, need_weights)
 
