@@ -14,6 +14,9 @@ ENGINE_HELP = ("native: aiayn's own beam search (attention maps); ct2: CTranslat
                "length penalty |Y|^alpha (default: native)")
 COMPUTE_HELP = ("with --engine ct2: CTranslate2's compute type, e.g. float32, int8, int8_float32, float16 "
                 "(default: CTranslate2's default for the device)")
+EARLY_HELP = ("end a sentence's beam search at beam-size finished hypotheses (fairseq's and CTranslate2's rule: "
+              "fewer steps); --no-early-stopping goes on while a live hypothesis could still win (default: the "
+              "model's decode.early_stopping, false; on with --engine ct2)")
 LP_FORM_HELP = ("length penalty form: gnmt divides by ((5 + |Y|) / 6)^alpha, hf by |Y|^alpha as transformers "
                 "does (default: the model's decode.length_penalty_form: gnmt, hf for imported Marian models)")
 
@@ -32,6 +35,8 @@ def _add_engine(p) -> None:
 
 
 def add_parsers(sub) -> None:
+    import argparse
+
     p = sub.add_parser("translate", help="translate lines (stdin, interactive, or --input FILE)")
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("--beam", type=int, default=None, help=BEAM_HELP)
@@ -39,6 +44,7 @@ def add_parsers(sub) -> None:
                    "more than 1 prints 'rank<TAB>score<TAB>text' lines")
     p.add_argument("--alpha", type=float, default=None, help=ALPHA_HELP)
     p.add_argument("--length-penalty-form", choices=["gnmt", "hf"], default=None, help=LP_FORM_HELP)
+    p.add_argument("--early-stopping", action=argparse.BooleanOptionalAction, default=None, help=EARLY_HELP)
     p.add_argument("--input", help="file with one sentence per line (default: stdin, answered line by line)")
     p.add_argument("--output", help="write translations here, atomically, after reading all input "
                    "(default: stdout)")
@@ -76,6 +82,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--beam", type=int, default=None, help=BEAM_HELP)
     p.add_argument("--alpha", type=float, default=None, help=ALPHA_HELP)
     p.add_argument("--length-penalty-form", choices=["gnmt", "hf"], default=None, help=LP_FORM_HELP)
+    p.add_argument("--early-stopping", action=argparse.BooleanOptionalAction, default=None, help=EARLY_HELP)
     p.add_argument("--bootstrap", type=int, default=1000,
                    help="bootstrap samples for the 95%% CI (default: 1000; 0 = off)")
     p.add_argument("--compare", help="a second model directory: paired significance test against it")
@@ -175,6 +182,7 @@ def _check_decode_args(translator, args, n_best: int, batch_size: int) -> None:
     check_options(beam, n_best, alpha, batch_size)
     form = getattr(args, "length_penalty_form", None)
     chosen = translator.length_penalty_form(form, alpha)  # ct2 with an explicit gnmt: refused here
+    translator.early_stopping(getattr(args, "early_stopping", None))  # ct2 with --no-early-stopping: refused here
     if form is None and chosen != translator.decode_cfg.length_penalty_form and alpha != 0 and beam > 1:
         print(f"note: --engine ct2 scores with CTranslate2's length penalty |Y|^alpha (the hf form), not the "
               f"model's {translator.decode_cfg.length_penalty_form}; a few beam outputs may differ from "
@@ -196,7 +204,8 @@ def _sampling_options(args):
     beam_options = {"--beam": args.beam is not None, "--alpha": args.alpha is not None,
                     "--alignment": args.alignment, "--n-best": args.n_best != 1,
                     "--min-length": args.min_length != 0, "--no-repeat-ngram-size": args.no_repeat_ngram_size != 0,
-                    "--target-prefix": args.target_prefix is not None}
+                    "--target-prefix": args.target_prefix is not None,
+                    "--early-stopping": args.early_stopping is not None}
     clashes = [option for option, given in beam_options.items() if given]
     if clashes:
         raise AiaynError(f"--sample draws one translation per sentence: drop {', '.join(clashes)}")
@@ -238,7 +247,7 @@ def cmd_translate(args) -> int:
         return translator.translate(lines, args.beam, args.n_best, args.alpha, args.alignment, args.batch_size,
                                     length_penalty_form=args.length_penalty_form, min_length=args.min_length,
                                     no_repeat_ngram_size=args.no_repeat_ngram_size, target_prefix=prefix,
-                                    max_tokens=args.max_tokens)
+                                    max_tokens=args.max_tokens, early_stopping=args.early_stopping)
 
     def render(result) -> str:
         return _render(result, args.n_best, word_alignment(result, translator) if args.alignment else None)
@@ -300,7 +309,8 @@ def cmd_evaluate(args) -> int:
     _check_decode_args(translator, args, n_best=1, batch_size=64)
     start = time.perf_counter()
     hyps = [r.text for r in translator.translate(sources, args.beam, 1, args.alpha,
-                                                 length_penalty_form=args.length_penalty_form)]
+                                                 length_penalty_form=args.length_penalty_form,
+                                                 early_stopping=args.early_stopping)]
     seconds = time.perf_counter() - start
     if args.hyp_out:
         write_atomic(args.hyp_out, "".join(h + "\n" for h in hyps), inputs=[args.src, args.ref],
@@ -313,7 +323,8 @@ def cmd_evaluate(args) -> int:
     if args.compare:
         other = _load_translator(args, args.compare)
         other_hyps = [r.text for r in other.translate(sources, args.beam, 1, args.alpha,
-                                                      length_penalty_form=args.length_penalty_form)]
+                                                      length_penalty_form=args.length_penalty_form,
+                                                      early_stopping=args.early_stopping)]
         report["compare"] = {"baseline": str(other.model_dir), **compare_systems(other_hyps, hyps, refs)}
     if args.json:
         print(json.dumps(report, indent=2))

@@ -93,6 +93,9 @@ class DecodeConfig:
     max_len_b: int = 50  # §6.1: input length + 50
     # departure knob: "hf" divides by |Y|^alpha as transformers does (imported Marian models), not GNMT's lp
     length_penalty_form: str = "gnmt"
+    # departure knob: True ends a sentence's search at K finished hypotheses (fairseq, CTranslate2); False
+    # (default) goes on while a live hypothesis could still win (aiayn/decoding/beam.py)
+    early_stopping: bool = False
 
 
 @dataclass

@@ -32,6 +32,18 @@ def resolve_device(name: str | torch.device) -> torch.device:
     return device
 
 
+def bf16_is_fast(device: torch.device) -> bool:
+    """Whether bf16 matmuls run in hardware here: a CUDA GPU with bf16, or a CPU with AVX-512 (oneDNN's
+    bf16 kernels: AVX512-BF16 and AMX natively, plain AVX-512 by conversion). Without them torch falls back
+    to a reference loop: on an AVX2-only CPU (an AMD EPYC, 2026-11-25) a bf16 matmul of (2048, 512) x
+    (512, 2048) ran at 0.5 GFLOP/s against 117 in float32, and a training step took 18 s instead of 0.3."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return True
+
+
 def limit_primitive_cache() -> None:
     """Two caches keep a compiled matmul per tensor shape, and token-budget batches bring new shapes at
     almost every step, so both only grow and are seldom hit:

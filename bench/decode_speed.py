@@ -5,12 +5,15 @@ slower in a process that has loaded torch), several times; the table gives the m
 
 Layouts: aiayn with 1 and 2 torch threads, and 2 worker processes of 1 thread each translating half of
 the sentences at the same time; CTranslate2 with intra_threads 1 and 2, and inter_threads 2 x intra 1
-(two batches at a time). Same beam, same length limit a * |src| + b, <pad> and <s> never output. Scores:
-aiayn uses GNMT's length penalty, CTranslate2 length^alpha, so a few sentences may differ.
+(two batches at a time). Same beam, same length limit a * |src| + b, <pad> and <s> never output.
+The search: by default aiayn's own (GNMT's length penalty; a sentence goes on while a live hypothesis could
+still win), which takes more steps than CTranslate2's (length^alpha; a sentence ends at K finished
+hypotheses). With --same-search aiayn runs CTranslate2's search (length_penalty_form hf, early_stopping), the
+same work on both sides. Either way the table says on how many sentences the two engines' outputs are equal.
 
     python bench/decode_speed.py --model runs/multi30k_de_en --pair de-en --data-dir ../shared/data/multi30k \
         [--split test_2016_flickr] [--limit 400] [--beam 4] [--batch-sizes 64 1] [--token-budgets 1500]
-        [--repeats 3] [--no-ct2] [--layouts NAME ...]
+        [--repeats 3] [--no-ct2] [--layouts NAME ...] [--same-search]
 """
 
 import argparse
@@ -70,10 +73,12 @@ def aiayn_worker(args) -> dict:
     translator.translate(sources[:8], beam=args.beam)  # warm-up
     wait_for_start(args)
     start = time.perf_counter()
+    search = dict(length_penalty_form="hf", early_stopping=True) if args.same_search else {}
     results = translator.translate(sources, beam=args.beam, batch_size=args.batch_size,
-                                   max_tokens=args.max_tokens or None)
+                                   max_tokens=args.max_tokens or None, **search)
     return {"start": start, "seconds": time.perf_counter() - start, "sentences": len(sources),
-            "tokens": sum(len(r.tokens) + 1 for r in results)}  # + </s>
+            "tokens": sum(len(r.tokens) + 1 for r in results),  # + </s>
+            "outputs": [r.tokens for r in results]}
 
 
 def ct2_worker(args) -> dict:
@@ -92,7 +97,7 @@ def ct2_worker(args) -> dict:
         {"max_batch_size": args.batch_size}
     results = translator.translate_batch(pieces, max_decoding_length=job["limit"], **batching, **options)
     return {"start": start, "seconds": time.perf_counter() - start, "sentences": len(pieces),
-            "tokens": sum(len(r.hypotheses[0]) + 1 for r in results)}
+            "tokens": sum(len(r.hypotheses[0]) + 1 for r in results), "outputs": [r.hypotheses[0] for r in results]}
 
 
 def export_job(args, path: str) -> None:
@@ -123,7 +128,7 @@ def run_layout(args, name: str, batch: tuple[int, int], job: str) -> dict:
     if args.data_dir:
         base += ["--data-dir", args.data_dir]
     if engine == "aiayn":
-        base += ["--threads", str(settings["threads"])]
+        base += ["--threads", str(settings["threads"])] + (["--same-search"] if args.same_search else [])
     else:
         base += ["--intra", str(settings["intra"]), "--inter", str(settings["inter"])]
     barrier = Path(tempfile.mkdtemp(prefix="aiayn-bench-"))
@@ -137,7 +142,11 @@ def run_layout(args, name: str, batch: tuple[int, int], job: str) -> dict:
     # processes run side by side: wall time from the first start to the last end (same clock: perf_counter
     # is CLOCK_MONOTONIC on Linux, shared by processes)
     seconds = max(p["start"] + p["seconds"] for p in parts) - min(p["start"] for p in parts)
-    return {"sent_s": sum(p["sentences"] for p in parts) / seconds, "tok_s": sum(p["tokens"] for p in parts) / seconds}
+    outputs = [None] * sum(p["sentences"] for p in parts)
+    for i, p in enumerate(parts):  # worker i translated sentences i, i + procs, ...
+        outputs[i::procs] = p["outputs"]
+    return {"sent_s": sum(p["sentences"] for p in parts) / seconds, "tok_s": sum(p["tokens"] for p in parts) / seconds,
+            "outputs": outputs}
 
 
 def summary(values: list[float]) -> str:
@@ -159,6 +168,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-ct2", action="store_true")
     p.add_argument("--layouts", nargs="+", choices=list(LAYOUTS), help="default: all")
+    p.add_argument("--same-search", action="store_true", help="aiayn runs CTranslate2's search: the length penalty "
+                   "|Y|^alpha, a sentence done at K finished hypotheses (default: aiayn's own search)")
     # worker options
     p.add_argument("--worker", choices=["aiayn", "ct2"], help=argparse.SUPPRESS)
     p.add_argument("--batch-size", type=int, default=64, help=argparse.SUPPRESS)
@@ -184,23 +195,27 @@ def main() -> None:
         common = ["--model", args.model, "--pair", args.pair, "--split", args.split, "--limit", str(args.limit)]
         subprocess.run([sys.executable, __file__, "--export-job", job, *common,
                         *(["--data-dir", args.data_dir] if args.data_dir else [])], check=True)
+    search = "CTranslate2's search on both sides" if args.same_search else \
+        "aiayn's own search (GNMT penalty, no early stop)"
     print(f"{args.model}: {args.limit or 'all'} sentences of {args.split} ({args.pair}), beam {args.beam}, "
-          f"{args.repeats} repeats; median [min-max]", flush=True)
-    best = {}
+          f"{args.repeats} repeats; median [min-max]; {search}", flush=True)
+    best, outputs = {}, {}
     batches = [(n, 0) for n in args.batch_sizes] + [(1024, n) for n in args.token_budgets]
     for batch in batches:
         label = f"batch {batch[0]:3d}" if not batch[1] else f"{batch[1]} tok"
         for name in layouts:
             runs = [run_layout(args, name, batch, job) for _ in range(args.repeats)]
+            outputs.setdefault((engine := LAYOUTS[name][0], label), runs[0]["outputs"])
             sent, tok = [r["sent_s"] for r in runs], [r["tok_s"] for r in runs]
             print(f"{label:9s}  {name:26s} sentences/s {summary(sent)}   target tokens/s {summary(tok)}", flush=True)
-            engine = LAYOUTS[name][0]
             if statistics.median(sent) > best.get((engine, label), (0, ""))[0]:
                 best[engine, label] = (statistics.median(sent), name)
     for label in dict.fromkeys(label for _, label in best):
         if ("aiayn", label) in best and ("ct2", label) in best:
             (a, a_name), (c, c_name) = best["aiayn", label], best["ct2", label]
-            print(f"{label}: aiayn's best ({a_name}) / CTranslate2's best ({c_name}) = {a / c:.2f}x")
+            same = sum(x == y for x, y in zip(outputs["aiayn", label], outputs["ct2", label], strict=True))
+            print(f"{label}: aiayn's best ({a_name}) / CTranslate2's best ({c_name}) = {a / c:.2f}x; "
+                  f"outputs equal on {same} of {len(outputs['ct2', label])} sentences")
 
 
 if __name__ == "__main__":

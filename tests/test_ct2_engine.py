@@ -57,7 +57,7 @@ def test_fp32_greedy_equals_native_greedy(short):
 def test_beam_hf_equals_native_beam_hf(short):
     native = Translator.from_pretrained(short)
     ct2 = Translator.from_pretrained(short, engine="ct2", compute_type="float32")
-    options = dict(beam=4, n_best=3, alpha=0.6, length_penalty_form="hf")
+    options = dict(beam=4, n_best=3, alpha=0.6, length_penalty_form="hf", early_stopping=True)
     _same(native.translate(SENTENCES, **options), ct2.translate(SENTENCES, **options), score_tolerance=0.1)
 
 
@@ -134,12 +134,18 @@ def test_gnmt_length_penalty_with_ct2_is_refused(short, tmp_path, capsys):
     ct2 = Translator.from_pretrained(short, engine="ct2")
     with pytest.raises(AiaynError, match="hf"):
         ct2.translate(["nine"], length_penalty_form="gnmt")
+    with pytest.raises(AiaynError, match="beam-size finished hypotheses"):
+        ct2.translate(["nine"], early_stopping=False)
+    assert ct2.early_stopping(None) is True and ct2.early_stopping(True) is True
     assert ct2.length_penalty_form(None) == "hf"  # the model's default (gnmt) becomes CTranslate2's form
     assert ct2.length_penalty_form("gnmt", alpha=0.0) == "hf"  # alpha 0: both forms are 1
     (tmp_path / "in.txt").write_text("nine\n", encoding="utf-8")
     code = main(["translate", "--model", str(short), "--input", str(tmp_path / "in.txt"), "--engine", "ct2",
                  "--length-penalty-form", "gnmt"])
     assert code == 2 and "--length-penalty-form hf" in capsys.readouterr().err
+    code = main(["translate", "--model", str(short), "--input", str(tmp_path / "in.txt"), "--engine", "ct2",
+                 "--no-early-stopping"])
+    assert code == 2 and "--no-early-stopping" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, option", [(["--engine", "ct2", "--compute-type", "int3"], "--compute-type"),

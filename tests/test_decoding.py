@@ -146,6 +146,13 @@ def test_beam_keeps_a_better_live_hypothesis():
     assert hyps[0].log_prob == pytest.approx(math.log(0.9 ** 3), abs=1e-6)
 
 
+def test_early_stopping_ends_at_k_finished_hypotheses():
+    # fairseq's and CTranslate2's rule: [] (0.06) and [a] (0.054) finish by step 2, so "a a a" is never reached
+    hyps = search(EarlyEndModel(), SRC, beam=2, alpha=0.0, n_best=2, early_stopping=True)[0]
+    assert [h.tokens for h in hyps] == [[], [A]]
+    assert hyps[0].log_prob == pytest.approx(math.log(0.06), abs=1e-6)
+
+
 def test_min_length_forbids_an_early_end():
     # without it [] wins (0.4); with min_length 1 the best one-token outputs are [a] (0.315) and [b] (0.125)
     hyps = search(ScriptedModel(), SRC, beam=2, alpha=0.0, n_best=2, min_length=1)[0]

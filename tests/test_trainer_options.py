@@ -161,3 +161,18 @@ def test_fit_steps_to_time_needs_a_linear_schedule_and_a_time_budget():
         small_config("train.schedule=linear", "train.lr=1e-3", "train.max_steps=100", "train.fit_steps_to_time=true")
     with pytest.raises(ConfigError, match="needs train.schedule=linear, not noam"):
         small_config("train.max_minutes=5", "train.fit_steps_to_time=true")
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_bf16_falls_back_to_float32_where_it_would_be_emulated(tmp_path, monkeypatch, caplog, fast):
+    """train.bf16 on a CPU without hardware bf16 (AVX2 only: torch's reference loop, a training step 60x
+    slower, measured) trains in float32 and says so; where bf16 is fast it autocasts."""
+    from aiayn.training import trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "bf16_is_fast", lambda device: fast)
+    trainer = prepare_run(small_config("train.bf16=true", "train.max_steps=1"), tmp_path)
+    with trainer._autocast():
+        assert torch.is_autocast_enabled("cpu") is fast
+    assert ("training in float32 instead" in caplog.text) is not fast
+    trainer.train()
+    assert trainer.progress.step == 1

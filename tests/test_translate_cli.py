@@ -168,7 +168,12 @@ def test_decoding_controls_through_the_cli(transformer_dir, tmp_path, capsys):
     prefix.write_text("neun\n")
     assert main(base + ["--target-prefix", str(prefix)]) == 2
     assert "has 1 lines for 3 input lines" in capsys.readouterr().err
+    for early in ("--early-stopping", "--no-early-stopping"):
+        assert main(base + ["--beam", "3", early]) == 0
+        wanted = t.translate(SENTENCES, beam=3, early_stopping=early == "--early-stopping")
+        assert capsys.readouterr().out.splitlines() == [r.text for r in wanted]
     for extra, needle in ((["--max-tokens", "0"], "max_tokens"), (["--min-length", "-1"], "min_length"),
-                          (["--sample", "--min-length", "2"], "drop --min-length")):
+                          (["--sample", "--min-length", "2"], "drop --min-length"),
+                          (["--sample", "--early-stopping"], "drop --early-stopping")):
         assert main(base + extra) == 2
         assert needle in capsys.readouterr().err

@@ -40,7 +40,7 @@ class Recording:
     def __init__(self, real: Translator, fail=None):
         self.real, self.fail, self.gate, self.calls = real, fail, threading.Event(), []
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
-        self.engine = real.engine
+        self.engine, self.early_stopping = real.engine, real.early_stopping
 
     def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
         self.calls.append((list(sentences), beam))
@@ -409,6 +409,8 @@ def test_cli_serve_with_ct2_serves_the_plain_api(ct2_translator, monkeypatch):
     client = TestClient(served["app"])
     assert client.get("/api/health").json()["engine"] == "ct2"
     assert client.post("/api/translate_batch", json={"texts": ["nine"]}).status_code == 200
+    refused = client.post("/api/translate_batch", json={"texts": ["nine"], "early_stopping": False})
+    assert refused.status_code == 400 and "beam-size finished hypotheses" in refused.json()["error"]
 
 
 def test_decoding_controls_over_rest_equal_the_translator(translator):
@@ -432,8 +434,12 @@ def test_decoding_controls_over_rest_equal_the_translator(translator):
     again = client.post("/api/translate", json={"text": "nine", "attention": False, "sampling": sampling})
     expected = translator.sample(["nine"], options=SamplingOptions(**sampling))[0]
     assert sampled.json()["translation"] == again.json()["translation"] == expected.text
+    early = client.post("/api/translate_batch", json={"texts": TEXTS[:3], "beam": 3, "early_stopping": True})
+    expected = translator.translate(TEXTS[:3], beam=3, early_stopping=True)
+    assert [t["translation"] for t in early.json()["translations"]] == [r.text for r in expected]
     for payload, needle in (({"text": "nine", "sampling": sampling}, "attention"),
                             ({**plain("nine"), "sampling": sampling}, "drop beam"),
+                            ({"texts": ["nine"], "early_stopping": False, "sampling": sampling}, "drop early_stopping"),
                             ({"texts": ["nine"], "target_prefixes": ["a", "b"]}, "2 entries for 1 texts")):
         path = "/api/translate_batch" if "texts" in payload else "/api/translate"
         refused = client.post(path, json=payload)

@@ -7,12 +7,14 @@ A sentence is done when it has K finished hypotheses and its best live one, scor
 early_stopping=False), or at its length limit (a * |src| + b; live hypotheses then finish as they are).
 Stopping at the first K finished hypotheses instead (as fairseq does) can drop a much better live one
 (tests/test_decoding.py has such a case); a strict bound raw / lp(length limit) keeps hopeless beams
-alive for dozens of steps (measured: ~10x slower on Multi30k). Done sentences leave the batch
-(state.select), so a sentence never depends on its neighbours. Scores: sum of log-probs / lp(Y) with
-lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting the EOS token. With lp_form="hf", lp(Y) = |Y|^alpha instead:
-transformers' length_penalty (it divides by the generated length, EOS included, to the power alpha), with
-which beam outputs equal transformers' generate(num_beams=K, early_stopping=False) for the same model
-(tests/test_interop_marian.py).
+alive for dozens of steps (measured: ~10x slower on Multi30k). With early_stopping (transformers'
+early_stopping=True, fairseq's and CTranslate2's rule with patience 1) a sentence is done as soon as K
+hypotheses have finished: fewer steps, the same search as CTranslate2's, at the risk above. Done
+sentences leave the batch (state.select), so a sentence never depends on its neighbours. Scores: sum of
+log-probs / lp(Y) with lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting the EOS token. With lp_form="hf",
+lp(Y) = |Y|^alpha instead: transformers' length_penalty (it divides by the generated length, EOS included,
+to the power alpha), with which beam outputs equal transformers' generate(num_beams=K, early_stopping=False)
+for the same model (tests/test_interop_marian.py).
 
 Controls: min_length (</s> is forbidden before that many tokens), no_repeat_ngram_size (a token that
 would repeat an n-gram of the hypothesis is forbidden, as in fairseq and transformers), and a target
@@ -71,6 +73,7 @@ class SearchParams:
     n_best: int = 1
     min_length: int = 0  # output tokens before </s> may end a hypothesis
     no_repeat_ngram_size: int = 0  # 0: off
+    early_stopping: bool = False  # done at K finished hypotheses (CTranslate2's rule), not when none can win
     return_attention: bool = False
     deadline: float | None = None
 
@@ -219,8 +222,10 @@ def _advance(search: _Search, log_probs, t: int, params: SearchParams, finished)
             sent.append(Hypothesis(tokens, top[b][j] / lp_now, top[b][j], attn))
         if picks:
             sent.sort(key=lambda h: -h.score)
-        # done: K finished and the best live one, if it ended now, would not beat the K-th of them
-        if at_limit or (len(sent) >= K and top[b][live[0]] / lp_now <= sent[K - 1].score):
+        # done: K finished and (unless early_stopping) the best live one, if it ended now, would not beat
+        # the K-th of them
+        can_win = not params.early_stopping and len(sent) >= K and top[b][live[0]] / lp_now > sent[K - 1].score
+        if at_limit or (len(sent) >= K and not can_win):
             continue
         keep_sent.append(b)
         new_rows += [rows[j] for j in live]

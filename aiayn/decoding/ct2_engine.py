@@ -13,12 +13,12 @@ What makes the results equal to the native engine's (tests/test_ct2_engine.py):
   decoded in groups of equal limit (one call per group; sorted by length, the groups are large);
 - CTranslate2's length penalty is |Y|^alpha, aiayn's "hf" form; the GNMT form cannot be expressed and
   is refused (see Translator.length_penalty_form).
+- CTranslate2's beam search ends a sentence at K finished hypotheses (patience 1): aiayn's early_stopping,
+  which the Translator turns on for this engine (an explicit false is refused).
 What differs: CTranslate2 renormalizes the softmax over the tokens it may output, aiayn does not (it
 sets <pad> and <s> to -inf after the softmax, as transformers does), so CTranslate2's scores are higher
 by the probability mass of those two tokens: nothing for a trained model, a few percent for an
-untrained one; and its beam search stops when the best candidate of a step has ended and
-enough hypotheses are finished (patience 1), where aiayn's continues while a live hypothesis can
-still win, so a few beam outputs may differ. Greedy (beam 1) outputs are equal."""
+untrained one, where the renormalized scores can rank beam hypotheses differently."""
 
 import contextlib
 import json
@@ -181,8 +181,9 @@ class CT2Engine:
     def translate(self, sources: list[list[int]], limits: list[int], params, prefixes: list[list[int]],
                   batch_size: int, max_tokens: int | None = None) -> list[list[tuple[list[int], float]]]:
         """Source ids (with </s>), each one's output length limit and target prefix ids ([] for none), the
-        search's SearchParams -> per sentence its n_best (target ids without </s>, score), best first.
-        One CTranslate2 call per distinct limit; max_tokens: CTranslate2's batch_type "tokens"."""
+        search's SearchParams (early_stopping: what CTranslate2 always does) -> per sentence its n_best
+        (target ids without </s>, score), best first. One CTranslate2 call per distinct limit; max_tokens:
+        CTranslate2's batch_type "tokens"."""
         groups: dict[int, list[int]] = {}
         for i in sorted(range(len(sources)), key=lambda i: len(sources[i])):
             groups.setdefault(limits[i], []).append(i)

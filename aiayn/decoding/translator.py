@@ -141,6 +141,20 @@ class Translator:
                              "use --length-penalty-form hf (the default with --engine ct2), or --engine native")
         return "hf"
 
+    def early_stopping(self, value: bool | None = None) -> bool:
+        """Whether a request's beam search ends a sentence at K finished hypotheses (None: the model's
+        decode.early_stopping). CTranslate2 always does (patience 1): with the ct2 engine the default becomes
+        True, and an explicit False is refused."""
+        if value is not None and not isinstance(value, bool):
+            raise AiaynError(f"early_stopping must be true or false, got {value!r}")
+        if self.ct2 is None:
+            return self.decode_cfg.early_stopping if value is None else value
+        if value is False:
+            raise AiaynError("early_stopping false (--no-early-stopping: search on while a live hypothesis could "
+                             "still win): CTranslate2 ends a sentence at beam-size finished hypotheses; drop it, or "
+                             "use --engine native")
+        return True
+
     @property
     def arch(self) -> str:
         return "rnn" if hasattr(self.model, "encoder") else "transformer"
@@ -150,7 +164,7 @@ class Translator:
                   batch_size: int = 64, *, max_output_len: int | None = None,
                   time_limit: float | None = None, length_penalty_form: str | None = None,
                   min_length: int = 0, no_repeat_ngram_size: int = 0, target_prefix: list[str] | None = None,
-                  max_tokens: int | None = None) -> list[Translation]:
+                  max_tokens: int | None = None, early_stopping: bool | None = None) -> list[Translation]:
         """Beam-search translations, in input order. max_output_len caps every output's length (tokens);
         time_limit (seconds) bounds the whole call: past it, BudgetExceeded. length_penalty_form: "gnmt"
         or "hf" (default: the model's decode.length_penalty_form; see aiayn.decoding.beam).
@@ -158,13 +172,16 @@ class Translator:
         in an output (0: off); target_prefix: per sentence a text the translation must start with ("" for
         none; the search continues after it). max_tokens: batches hold at most this many source tokens,
         padding included (as fairseq's --max-tokens and CTranslate2's batch_type "tokens"), and at most
-        batch_size sentences. With the ct2 engine: the form is hf (see length_penalty_form), attention is
-        refused, and time_limit is checked between CTranslate2 calls (one per distinct length limit)."""
+        batch_size sentences. early_stopping: end a sentence's search at K finished hypotheses (default: the
+        model's decode.early_stopping, see Translator.early_stopping). With the ct2 engine: the form is hf
+        (see length_penalty_form), early stopping is on, attention is refused, and time_limit is checked
+        between CTranslate2 calls (one per distinct length limit)."""
         beam = self.decode_cfg.beam if beam is None else beam
         alpha = self.decode_cfg.length_penalty if alpha is None else alpha
         check_options(beam, n_best, alpha, batch_size)
         check_controls(min_length, no_repeat_ngram_size, max_tokens)
         form = self.length_penalty_form(length_penalty_form, alpha)
+        early_stopping = self.early_stopping(early_stopping)
         if return_attention and self.ct2 is not None:
             raise AiaynError("attention maps need the native engine (--engine native): CTranslate2 returns at "
                              "most one averaged cross-attention matrix, not aiayn's maps of every layer and head")
@@ -180,8 +197,8 @@ class Translator:
         params = SearchParams(bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, beam=beam, alpha=alpha,
                               lp_form=form, max_len_a=self.decode_cfg.max_len_a, max_len_b=self.decode_cfg.max_len_b,
                               max_output_len=max_output_len, n_best=n_best, min_length=min_length,
-                              no_repeat_ngram_size=no_repeat_ngram_size, return_attention=return_attention,
-                              deadline=deadline)
+                              no_repeat_ngram_size=no_repeat_ngram_size, early_stopping=early_stopping,
+                              return_attention=return_attention, deadline=deadline)
         if self.ct2 is not None:
             self._translate_ct2(results, filled, sources, truncated, params, prefixes, batch_size, max_tokens)
             return results

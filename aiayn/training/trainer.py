@@ -29,7 +29,7 @@ from aiayn.checkpoint import (
 )
 from aiayn.data.batching import collate, make_batches
 from aiayn.data.tokenizer import TOKENIZER_FILES
-from aiayn.device import release_free_heap
+from aiayn.device import bf16_is_fast, release_free_heap
 from aiayn.errors import OutputError
 from aiayn.training import distributed as D
 from aiayn.training.loss import TrainingObjective
@@ -48,6 +48,10 @@ class Trainer:
         self.device = torch.device(device or "cpu")
         self.dist = dist_info or D.DistInfo()
         self.model = model.to(self.device)
+        self.bf16 = self.tc.bf16 and bf16_is_fast(self.device)
+        if self.tc.bf16 and not self.bf16:
+            log.warning("train.bf16: this %s has no hardware bf16 matmuls (a CPU needs AVX-512), and emulated bf16 "
+                        "is tens of times slower than float32: training in float32 instead", self.device.type)
         self.objective = TrainingObjective(model=self.model, pad_id=tokenizer.pad_id,
                                            epsilon=self.tc.label_smoothing)
         self.net = DistributedDataParallel(self.objective) if self.dist.enabled else self.objective
@@ -179,7 +183,7 @@ class Trainer:
         return group if len(group) == need else None
 
     def _autocast(self):
-        if not self.tc.bf16:
+        if not self.bf16:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 

@@ -131,13 +131,14 @@ class DecodingControls(BaseModel):
     n_best: int = Field(1, ge=1, le=MAX_BEAM)  # hypotheses per text (plain mode), at most the beam
     min_length: int = Field(0, ge=0, le=MAX_OUTPUT_TOKENS)  # output subwords before </s> may end it
     no_repeat_ngram_size: int = Field(0, ge=0, le=MAX_OUTPUT_TOKENS)  # 0: off
+    early_stopping: bool | None = None  # done at `beam` finished hypotheses (None: the model's default)
     sampling: SamplingRequest | None = None  # one sampled translation instead of beam search (plain only)
 
     def batch_key(self) -> tuple:
         """What every sentence of one batched call shares. A seeded sample is drawn alone (a key of its own):
         in a batch, one generator draws for every row, so its result would depend on its neighbours."""
         if self.sampling is None:
-            return ("beam", self.beam, self.n_best, self.min_length, self.no_repeat_ngram_size)
+            return ("beam", self.beam, self.n_best, self.min_length, self.no_repeat_ngram_size, self.early_stopping)
         s = self.sampling
         return ("sample", s.temperature, s.top_k, s.top_p, s.seed, object() if s.seed is not None else None)
 
@@ -148,8 +149,8 @@ class DecodingControls(BaseModel):
             if self.n_best > self.beam:
                 raise AiaynError(f"n_best={self.n_best} must be at most the beam ({self.beam})")
             return
-        beam_only = [name for name in ("beam", "n_best", "min_length", "no_repeat_ngram_size", "target_prefix",
-                                       "target_prefixes") if name in self.model_fields_set]
+        beam_only = [name for name in ("beam", "n_best", "min_length", "no_repeat_ngram_size", "early_stopping",
+                                       "target_prefix", "target_prefixes") if name in self.model_fields_set]
         if beam_only:
             raise AiaynError(f"sampling draws one translation per text: drop {', '.join(beam_only)}")
         if getattr(self, "attention", False):
@@ -235,7 +236,7 @@ def _translate(translator, limits: Limits, req: TranslateRequest) -> bytes:
     result = translator.translate([req.text], beam=req.beam, return_attention=True,
                                   max_output_len=limits.max_output_tokens, time_limit=limits.time_limit_s,
                                   min_length=req.min_length, no_repeat_ngram_size=req.no_repeat_ngram_size,
-                                  target_prefix=[req.target_prefix])[0]
+                                  early_stopping=req.early_stopping, target_prefix=[req.target_prefix])[0]
     # as aiayn.inspect.capture: one target token per decoder step, </s> included when the output ended
     steps = result.attention["cross"].shape[-2]
     start, end = start_and_end(tok)  # <s> (<pad> for Marian models) and </s>
@@ -271,17 +272,19 @@ def _decode_plain(translator, limits: Limits, key: tuple, items: list[tuple[str,
         _, temperature, top_k, top_p, seed, _ = key
         options = SamplingOptions(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
         return translator.sample(texts, options=options, **bounds)
-    _, beam, n_best, min_length, no_repeat_ngram_size = key
+    _, beam, n_best, min_length, no_repeat_ngram_size, early_stopping = key
     return translator.translate(texts, beam=beam, n_best=n_best, return_attention=False, min_length=min_length,
-                                no_repeat_ngram_size=no_repeat_ngram_size,
+                                no_repeat_ngram_size=no_repeat_ngram_size, early_stopping=early_stopping,
                                 target_prefix=prefixes if any(prefixes) else None, **bounds)
 
 
-async def _translate_plain(batcher: Batcher, tokenizer, limits: Limits, req: DecodingControls, texts: list[str],
+async def _translate_plain(batcher: Batcher, translator, limits: Limits, req: DecodingControls, texts: list[str],
                            prefixes: list[str], batch: bool) -> bytes:
     """Plain translations of `texts` through the batcher -> the JSON of /api/translate (one text,
     attention false) or of /api/translate_batch. Every text is checked before any is queued."""
     req.check_combinations()
+    translator.early_stopping(req.early_stopping)  # refused here, not in a batch (ct2 with false)
+    tokenizer = translator.tokenizer
     where = (lambda i: f"texts[{i}]: ") if batch else (lambda i: "")
     lengths = [_source_length(tokenizer, text, blank_ok=batch, where=where(i)) for i, text in enumerate(texts)]
     if len(prefixes) != len(texts):
@@ -412,7 +415,7 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
             return _error(400, "n_best is for plain translations: send \"attention\": false")
         if not req.attention or req.sampling is not None:  # sampling with attention: refused in there
             return await _answer(request, limits, _translate_plain(
-                batcher, translator.tokenizer, limits, req, [req.text], [req.target_prefix], batch=False))
+                batcher, translator, limits, req, [req.text], [req.target_prefix], batch=False))
         if engine != "native":
             return _error(400, NATIVE_ONLY)
         return await _answer(request, limits, admission.run(partial(_translate, translator, limits, req)))
@@ -420,7 +423,7 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
     @app.post("/api/translate_batch")
     async def translate_batch(req: TranslateBatchRequest, request: Request):
         prefixes = req.target_prefixes if req.target_prefixes is not None else [""] * len(req.texts)
-        return await _answer(request, limits, _translate_plain(batcher, translator.tokenizer, limits, req, req.texts,
+        return await _answer(request, limits, _translate_plain(batcher, translator, limits, req, req.texts,
                                                                prefixes, batch=True))
 
     @app.post("/api/step")
