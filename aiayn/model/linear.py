@@ -7,8 +7,13 @@ torch.nn.functional.linear from about 8192 outputs (rows x out_features) up, abo
 rows, and slower below (its call costs ~12 us, against ~8 us for a 4-row product), measured on this machine
 for the d_model-128 shapes (BENCHMARKS.md, issue 10). Both gave the same numbers here. So `linear` packs
 only for products that large, only without autograd (inference, validation) and outside autocast (whose
-bf16 casts it would skip); training is untouched.
+bf16 casts it would skip); training is untouched. All that was on a CPU with AVX-512. On an AVX2-only CPU
+(2026-11-25, another "AMD EPYC") the packed product was 0-22% slower than torch's for these small weights at
+256 rows (still faster for the (10000, 128) output projection, which output_projection.py packs anyway), so
+there `linear` does not pack.
 """
+
+import functools
 
 import torch
 from torch import nn
@@ -18,11 +23,17 @@ from aiayn.model.output_projection import PreparedWeight, packs
 PACK_MIN_OUTPUTS = 8192  # rows x out_features from which the packed product is faster (measured, see above)
 
 
+@functools.cache
+def packing_pays() -> bool:
+    """Whether this CPU has AVX-512, where packed small products were measured faster (see above)."""
+    return torch.backends.cpu.get_cpu_capability() == "AVX512"
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, packed: PreparedWeight) -> torch.Tensor:
     """x (..., in) -> (..., out) = x W^T + b; `packed` caches W's oneDNN form (kept until W changes)."""
     rows = x.numel() // x.size(-1)
     if rows * weight.size(0) >= PACK_MIN_OUTPUTS and x.dtype == torch.float32 and packs(weight) \
-            and not torch.is_autocast_enabled("cpu"):
+            and not torch.is_autocast_enabled("cpu") and packing_pays():
         return torch.ops.mkldnn._linear_pointwise(x, packed.get(weight), bias, "none", [], "")
     return nn.functional.linear(x, weight, bias)
 
