@@ -1,0 +1,54 @@
+"""How much decoding work each beam-search rule does: decoder steps and rows x steps (one row = one
+hypothesis extended by one token) for aiayn's own search, the hf length penalty alone, and CTranslate2's
+search (hf penalty + early_stopping), at batch 64 and 1. A count, not a timing: the same on any machine.
+
+    python bench/search_work.py --model runs/multi30k_de_en --pair de-en --data-dir ../shared/data/multi30k \
+        [--split test_2016_flickr] [--limit 400] [--beam 4]
+"""
+
+import argparse
+
+import torch
+
+from aiayn.data import multi30k
+from aiayn.data.corpus import read_parallel
+from aiayn.decoding.translator import Translator
+
+SEARCHES = {"aiayn's search (gnmt, no early stop)": {},
+            "hf penalty, no early stop": {"length_penalty_form": "hf"},
+            "CTranslate2's search (hf, early stop)": {"length_penalty_form": "hf", "early_stopping": True}}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True)
+    p.add_argument("--pair", default="de-en")
+    p.add_argument("--split", default="test_2016_flickr")
+    p.add_argument("--data-dir")
+    p.add_argument("--limit", type=int, default=400)
+    p.add_argument("--beam", type=int, default=4)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    translator = Translator.from_pretrained(args.model)
+    src_lang, _, tgt_lang = args.pair.partition("-")
+    pairs = read_parallel(*multi30k.pair_paths(args.split, src_lang, tgt_lang, args.data_dir))
+    sources = [s for s, _ in pairs][: args.limit or None]
+    counts = {"steps": 0, "rows": 0}
+    step = translator.model.decode_step
+
+    def counted(tokens, state, return_attention=False):
+        counts["steps"] += 1
+        counts["rows"] += tokens.size(0)
+        return step(tokens, state, return_attention)
+
+    translator.model.decode_step = counted
+    for name, search in SEARCHES.items():
+        for batch_size in (64, 1):
+            counts.update(steps=0, rows=0)
+            out = translator.translate(sources, beam=args.beam, batch_size=batch_size, **search)
+            print(f"{name:40s} batch {batch_size:2d}: decoder steps {counts['steps']:6d}, rows x steps "
+                  f"{counts['rows']:7d}, output tokens {sum(len(r.tokens) + 1 for r in out)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
