@@ -22,6 +22,7 @@ import time
 import torch
 from torch import nn
 
+from aiayn.device import bf16_is_fast
 from aiayn.model import ModelConfig, build_model
 from aiayn.model.embedding import sinusoid_table
 from aiayn.training.loss import TrainingObjective
@@ -175,6 +176,10 @@ def main():
     batches = make_batches(4, args.batch, args.max_len, args.vocab)
     for label in args.dtypes.split(","):
         bf16 = label == "bf16"
+        if bf16 and not bf16_is_fast(torch.device("cpu")):
+            print("bf16: skipped, this CPU has no hardware bf16 matmuls (no AVX-512): torch would emulate them, "
+                  "tens of times slower than float32, and aiayn train uses float32 here")
+            continue
         peak = matmul_peak(torch.bfloat16 if bf16 else torch.float32)
         rate, gflops = measure(models, batches, bf16, args.rounds, count)
         print(f"{label}: one 2048^3 matmul here: {peak:.0f} GFLOP/s")
