@@ -204,8 +204,9 @@ def main() -> None:
     for batch in batches:
         label = f"batch {batch[0]:3d}" if not batch[1] else f"{batch[1]} tok"
         for name in layouts:
+            engine = LAYOUTS[name][0]
             runs = [run_layout(args, name, batch, job) for _ in range(args.repeats)]
-            outputs.setdefault((engine := LAYOUTS[name][0], label), runs[0]["outputs"])
+            outputs.setdefault((engine, label), runs[0]["outputs"])  # the engine's first layout's outputs
             sent, tok = [r["sent_s"] for r in runs], [r["tok_s"] for r in runs]
             print(f"{label:9s}  {name:26s} sentences/s {summary(sent)}   target tokens/s {summary(tok)}", flush=True)
             if statistics.median(sent) > best.get((engine, label), (0, ""))[0]:

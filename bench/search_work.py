@@ -9,9 +9,8 @@ search (hf penalty + early_stopping), at batch 64 and 1. A count, not a timing: 
 import argparse
 
 import torch
+from decode_speed import load_sources  # the same sentences as the speed benchmark
 
-from aiayn.data import multi30k
-from aiayn.data.corpus import read_parallel
 from aiayn.decoding.translator import Translator
 
 SEARCHES = {"aiayn's search (gnmt, no early stop)": {},
@@ -30,9 +29,7 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(1)
     translator = Translator.from_pretrained(args.model)
-    src_lang, _, tgt_lang = args.pair.partition("-")
-    pairs = read_parallel(*multi30k.pair_paths(args.split, src_lang, tgt_lang, args.data_dir))
-    sources = [s for s, _ in pairs][: args.limit or None]
+    sources = load_sources(args)
     counts = {"steps": 0, "rows": 0}
     step = translator.model.decode_step
 

@@ -148,7 +148,21 @@ def test_sampling_through_the_translator_and_the_cli(transformer_dir, tmp_path, 
     assert "only with --sample" in capsys.readouterr().err
 
 
-def test_decoding_controls_through_the_cli(transformer_dir, tmp_path, capsys):
+def spy_on_searches(monkeypatch) -> list:
+    """Records each beam search's early_stopping (the outputs of an untrained model may not show it)."""
+    from aiayn.decoding import translator as translator_module
+
+    seen, search = [], translator_module.beam_search
+
+    def recorded(model, src, params, prefixes=None):
+        seen.append(params.early_stopping)
+        return search(model, src, params, prefixes)
+
+    monkeypatch.setattr(translator_module, "beam_search", recorded)
+    return seen
+
+
+def test_decoding_controls_through_the_cli(transformer_dir, tmp_path, capsys, monkeypatch):
     """--target-prefix (a file, line by line), --min-length, --no-repeat-ngram-size and --max-tokens reach
     the search; a prefix file of the wrong length, bad values and --sample with them are refused."""
     src, prefix = tmp_path / "in.txt", tmp_path / "prefix.txt"
@@ -168,8 +182,11 @@ def test_decoding_controls_through_the_cli(transformer_dir, tmp_path, capsys):
     prefix.write_text("neun\n")
     assert main(base + ["--target-prefix", str(prefix)]) == 2
     assert "has 1 lines for 3 input lines" in capsys.readouterr().err
+    seen = spy_on_searches(monkeypatch)
     for early in ("--early-stopping", "--no-early-stopping"):
+        seen.clear()
         assert main(base + ["--beam", "3", early]) == 0
+        assert seen and set(seen) == {early == "--early-stopping"}  # the flag reached the search
         wanted = t.translate(SENTENCES, beam=3, early_stopping=early == "--early-stopping")
         assert capsys.readouterr().out.splitlines() == [r.text for r in wanted]
     for extra, needle in ((["--max-tokens", "0"], "max_tokens"), (["--min-length", "-1"], "min_length"),

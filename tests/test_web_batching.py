@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from test_translate_cli import spy_on_searches
 
 from aiayn.cli import main
 from aiayn.decoding.sampling import SamplingOptions
@@ -413,7 +414,7 @@ def test_cli_serve_with_ct2_serves_the_plain_api(ct2_translator, monkeypatch):
     assert refused.status_code == 400 and "beam-size finished hypotheses" in refused.json()["error"]
 
 
-def test_decoding_controls_over_rest_equal_the_translator(translator):
+def test_decoding_controls_over_rest_equal_the_translator(translator, monkeypatch):
     """min_length, no_repeat_ngram_size, a target prefix (one text, a batch, and the page's request with
     maps) and sampling reach the Translator as in Python; clashes and a prefix list of the wrong length are
     400 with the reason."""
@@ -434,7 +435,9 @@ def test_decoding_controls_over_rest_equal_the_translator(translator):
     again = client.post("/api/translate", json={"text": "nine", "attention": False, "sampling": sampling})
     expected = translator.sample(["nine"], options=SamplingOptions(**sampling))[0]
     assert sampled.json()["translation"] == again.json()["translation"] == expected.text
+    seen = spy_on_searches(monkeypatch)
     early = client.post("/api/translate_batch", json={"texts": TEXTS[:3], "beam": 3, "early_stopping": True})
+    assert seen and set(seen) == {True}  # the field reached the search
     expected = translator.translate(TEXTS[:3], beam=3, early_stopping=True)
     assert [t["translation"] for t in early.json()["translations"]] == [r.text for r in expected]
     for payload, needle in (({"text": "nine", "sampling": sampling}, "attention"),
