@@ -53,3 +53,20 @@ def test_a_model_with_packed_weights_copies_and_saves(tmp_path):
         loaded = torch.load(tmp_path / "layer.pt", weights_only=False)
         torch.testing.assert_close(copied(x), expected)
         torch.testing.assert_close(loaded(x), expected)
+
+
+@pytest.mark.parametrize("rows", [1, 4, 300])
+def test_linear_without_packing_multiplies_by_the_transposed_weight(rows, monkeypatch):
+    """Where packing does not pay (CPUs without AVX-512), inference multiplies by W^T kept contiguous
+    (in, out): the same numbers as torch's linear, with or without a bias, and remade when W changes."""
+    monkeypatch.setattr("aiayn.model.linear.packing_pays", lambda: False)
+    torch.manual_seed(0)
+    for bias in (True, False):
+        layer = Linear(32, 64, bias=bias)
+        x = torch.randn(rows, 3, 32)
+        with torch.no_grad():
+            torch.testing.assert_close(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))
+            if packs(layer.weight):
+                assert layer._packed._prepared.shape == (32, 64) and layer._packed._prepared.is_contiguous()
+            layer.weight.add_(1.0)
+            torch.testing.assert_close(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))

@@ -111,6 +111,23 @@ def test_packed_products_equal_the_unpacked_model():
                        for p in (layer.ffn.w_1._packed, layer.cross_attn._packed_parts[0, 1]))
 
 
+@pytest.mark.parametrize("batch", [3, 160])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_decoding_without_packing_equals_full_forward(batch, norm_first, monkeypatch):
+    """The other CPUs' path (no AVX-512: products by W^T stored contiguous, aiayn/model/linear.py) gives
+    the step-by-step log-probs of teacher forcing with autograd on, where torch's own linear runs."""
+    monkeypatch.setattr("aiayn.model.linear.packing_pays", lambda: False)
+    model = small_model(norm_first=norm_first)
+    src, tgt = random_batch(batch=batch)
+    full = torch.log_softmax(model(src, tgt), -1).detach()
+    with torch.no_grad():
+        steps, _ = step_by_step_logprobs(model, src, tgt)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+    if packs(model.generator.weight):  # a float32 CPU weight: the transposed form was made and used
+        w_1 = model.decoder_layers[0].ffn.w_1
+        assert w_1._packed._prepared.shape == w_1.weight.t().shape
+
+
 def test_step_attention_equals_full_attention():
     model = small_model()
     src, tgt = random_batch()

@@ -9,7 +9,6 @@ q.k -> -inf -> 0; its "scores" entry is None and its weight 0. Vectors are round
 an answer's size is bounded: about (2 K d_k + K + d_model + d_k) numbers."""
 
 import math
-from functools import partial
 
 import torch
 
@@ -20,7 +19,7 @@ DECIMALS = 5
 
 
 def _layer_input(layer, x):
-    return layer.self_attn_norm(x) if layer.norm_first else x
+    return layer.sublayer_input(x, layer.self_attn_norm)
 
 
 @torch.no_grad()
@@ -43,9 +42,8 @@ def _decoder_qkv(model, memory, src, tgt_in, layer_index, kind):
             h = _layer_input(layer, y)
             return h, layer.self_attn.project_qkv(h)
         if i == layer_index:  # cross: the query is the stream after the self-attention sublayer
-            y1, _ = layer.residual(y, layer.self_attn_norm, partial(layer._self_attention, cache=None,
-                                                                    need_weights=False))
-            h = layer.cross_attn_norm(y1) if layer.norm_first else y1
+            y1, _ = layer.residual(y, layer.self_attn_norm, layer.self_attention)
+            h = layer.sublayer_input(y1, layer.cross_attn_norm)
             return h, (layer.cross_attn.project_q(h), *layer.cross_attn.project_kv(memory, memory))
         y, _, _ = layer(y, memory, src_mask)
     raise AssertionError("layer index checked by the caller")

@@ -8,6 +8,7 @@ from torch import nn
 from aiayn.model.linear import Linear, linear
 from aiayn.model.masks import check_mask
 from aiayn.model.output_projection import PreparedWeight
+from aiayn.model.state import LayerCache
 
 
 def _explicit_attention(q, k, v, mask, dropout_p, is_causal, training):
@@ -102,10 +103,6 @@ class MultiHeadAttention(nn.Module):
         """Self-attention: x (B, T, D) -> q, k, v each (B, H, T, d_head), one matmul."""
         return tuple(self._split_heads(t) for t in self.in_proj(x).chunk(3, dim=-1))
 
-    def project_qkv_step(self, x: torch.Tensor) -> torch.Tensor:
-        """One decoding position: x (R, 1, D) -> Q, K, V stacked (R, 3, H, d_head), views of one product."""
-        return self.in_proj(x).view(x.size(0), 3, self.n_heads, self.d_head)
-
     def project_q(self, x: torch.Tensor) -> torch.Tensor:
         return self._split_heads(self._project(x, slice(0, 1)))
 
@@ -123,21 +120,30 @@ class MultiHeadAttention(nn.Module):
         out = self.out_proj(heads.transpose(1, 2).flatten(2))  # Concat(head_1..h) W^O: (B, T, D)
         return out, weights
 
-    def attend_per_sentence(self, x, k, v, mask, need_weights=False):
-        """One decoding step of cross-attention: x (R, 1, D) for R = B' x G rows, the G rows (beams) of a
+    def step_self(self, x, cache: LayerCache, need_weights=False):
+        """One decoding position of self-attention: x (R, D) -> (out (R, D), weights (R, H, 1, t + 1) | None).
+        Q, K, V come from one product, (R, 3, H, d_head) views of it; K and V are appended to the cache and
+        the position attends every cached one (nothing later exists yet, so no look-ahead mask)."""
+        R, H, d = x.size(0), self.n_heads, self.d_head
+        qkv = self.in_proj(x).view(R, 3, H, d)
+        k, v = cache.append_self(qkv[:, 1:])  # each (R, H, t + 1, d_head)
+        dropout_p = self.dropout if self.training else 0.0
+        heads, weights = scaled_dot_product_attention(qkv[:, 0, :, None], k, v, None, dropout_p, need_weights)
+        return self.out_proj(heads.reshape(R, H * d)), weights  # heads (R, H, 1, d_head)
+
+    def step_cross(self, x, k, v, mask, need_weights=False):
+        """One decoding step of cross-attention: x (R, D) for R = B' x G rows, the G rows (beams) of a
         sentence side by side; k/v (B', H, S, d_head) and mask (B', 1, 1, S) stored once per sentence. A
         sentence's G queries attend its keys as one (G, S) product, so the K/V are neither copied per beam
-        nor re-selected when beams are reordered. -> (out (R, 1, D), weights (R, H, 1, S) | None)."""
+        nor re-selected when beams are reordered. -> (out (R, D), weights (R, H, 1, S) | None)."""
         R, B, H, d = x.size(0), k.size(0), self.n_heads, self.d_head
         q = self._project(x, slice(0, 1)).view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d_head)
         if need_weights:
             heads, weights = scaled_dot_product_attention(q, k, v, mask, 0.0, True)  # (B', H, G, d_head)
+            weights = weights.transpose(1, 2).reshape(R, H, 1, weights.size(-1))  # (B', H, G, S) -> (R, H, 1, S)
         else:  # torch's kernel directly: a source always has a token (</s>), so no row is fully masked
             heads, weights = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask), None
-        out = self.out_proj(heads.transpose(1, 2).reshape(R, 1, H * d))
-        if weights is not None:  # (B', H, G, S) -> (R, H, 1, S)
-            weights = weights.transpose(1, 2).reshape(R, H, 1, weights.size(-1))
-        return out, weights
+        return self.out_proj(heads.transpose(1, 2).reshape(R, H * d)), weights
 
     def forward(self, query, key, value, mask=None, need_weights=False, is_causal=False):
         """query (B, T, D), key/value (B, S, D), mask broadcastable to (B, H, T, S) (True = may attend)."""

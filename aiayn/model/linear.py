@@ -10,7 +10,9 @@ only for products that large, only without autograd (inference, validation) and 
 bf16 casts it would skip); training is untouched. All that was on a CPU with AVX-512. On an AVX2-only CPU
 (2026-11-25, another "AMD EPYC") the packed product was 0-22% slower than torch's for these small weights at
 256 rows (still faster for the (10000, 128) output projection, which output_projection.py packs anyway), so
-there `linear` does not pack.
+there `linear` does not pack. There it multiplies by W^T stored contiguous, (in, out), with addmm instead:
+beam search with those products was 4-5% faster at batch 1 and batch 64 than with torch's linear on the
+(out, in) weight (interleaved runs, the same outputs; BENCHMARKS.md, 2026-11-25 fifth session).
 """
 
 import functools
@@ -29,13 +31,19 @@ def packing_pays() -> bool:
     return torch.backends.cpu.get_cpu_capability() == "AVX512"
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, packed: PreparedWeight) -> torch.Tensor:
-    """x (..., in) -> (..., out) = x W^T + b; `packed` caches W's oneDNN form (kept until W changes)."""
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, prepared: PreparedWeight) -> torch.Tensor:
+    """x (..., in) -> (..., out) = x W^T + b; `prepared` caches W's inference form (kept until W changes):
+    oneDNN-packed on AVX-512 CPUs for large products, else W^T contiguous (see above)."""
+    if x.dtype != torch.float32 or not packs(weight) or torch.is_autocast_enabled("cpu"):
+        return nn.functional.linear(x, weight, bias)  # training, bf16, GPU: torch's own product
     rows = x.numel() // x.size(-1)
-    if rows * weight.size(0) >= PACK_MIN_OUTPUTS and x.dtype == torch.float32 and packs(weight) \
-            and not torch.is_autocast_enabled("cpu") and packing_pays():
-        return torch.ops.mkldnn._linear_pointwise(x, packed.get(weight), bias, "none", [], "")
-    return nn.functional.linear(x, weight, bias)
+    if packing_pays():
+        if rows * weight.size(0) >= PACK_MIN_OUTPUTS:
+            return torch.ops.mkldnn._linear_pointwise(x, prepared.get(weight), bias, "none", [], "")
+        return nn.functional.linear(x, weight, bias)
+    x_rows, w_t = x.reshape(rows, x.size(-1)), prepared.get(weight, pack=False)  # (rows, in), (in, out)
+    out = x_rows @ w_t if bias is None else torch.addmm(bias, x_rows, w_t)
+    return out.view(*x.shape[:-1], weight.size(0))
 
 
 class Linear(nn.Linear):
@@ -43,7 +51,7 @@ class Linear(nn.Linear):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
         super().__init__(in_features, out_features, bias)
-        self._packed = PreparedWeight()  # not a parameter or buffer: never in checkpoints
+        self._packed = PreparedWeight()  # the inference form of weight: not a parameter or buffer, never saved
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias, self._packed)

@@ -18,10 +18,11 @@ def packs(weight: torch.Tensor) -> bool:
             and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
 
 
-def prepare(weight: torch.Tensor) -> torch.Tensor:
-    """(V, D) weight -> the form `project` takes: oneDNN-packed (V, D), or (D, V) contiguous."""
+def prepare(weight: torch.Tensor, pack: bool = True) -> torch.Tensor:
+    """(V, D) weight -> the form `project` takes: oneDNN-packed (V, D) where `pack` and `packs(weight)`,
+    else (D, V) contiguous."""
     with torch.no_grad():
-        if packs(weight):
+        if pack and packs(weight):
             return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
         return weight.detach().t().contiguous()
 
@@ -53,8 +54,9 @@ class PreparedWeight:
     def clear(self) -> None:
         self._key, self._prepared = None, None
 
-    def get(self, weight: torch.Tensor) -> torch.Tensor:
-        key = (weight.data_ptr(), weight._version, weight.dtype, weight.device, packs(weight))
+    def get(self, weight: torch.Tensor, pack: bool = True) -> torch.Tensor:
+        """prepare(weight, pack), made again only when the weight or the form asked for changes."""
+        key = (weight.data_ptr(), weight._version, weight.dtype, weight.device, pack and packs(weight))
         if key != self._key:
-            self._key, self._prepared = key, prepare(weight)
+            self._key, self._prepared = key, prepare(weight, pack)
         return self._prepared

@@ -25,13 +25,24 @@ class _Sublayers(nn.Module):
         super().__init__()
         self.dropout, self.norm_first = dropout, norm_first
 
+    def sublayer_input(self, x, norm):
+        """What the sublayer reads: LayerNorm(x) pre-LN, x post-LN."""
+        return _layer_norm(x, norm) if self.norm_first else x
+
+    def sublayer_output(self, x, out, norm):
+        """The new residual stream from x and the sublayer's output (dropout on it, §5.4)."""
+        out = dropout(out, self.dropout, self.training)
+        return x + out if self.norm_first else _layer_norm(x + out, norm)  # §3.1 LayerNorm(x + Sublayer(x))
+
     def residual(self, x, norm, sublayer):
         """sublayer: (B, T, D) -> ((B, T, D), extra). Returns (new x, extra)."""
-        if self.norm_first:
-            out, extra = sublayer(norm(x))
-            return x + dropout(out, self.dropout, self.training), extra
-        out, extra = sublayer(x)
-        return norm(x + dropout(out, self.dropout, self.training)), extra  # §3.1, §5.4
+        out, extra = sublayer(self.sublayer_input(x, norm))
+        return self.sublayer_output(x, out, norm), extra
+
+
+def _layer_norm(x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+    # norm(x) without nn.Module's call machinery: a decoding step makes 12-18 of these calls
+    return nn.functional.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
 
 
 class EncoderLayer(_Sublayers):
@@ -66,27 +77,35 @@ class DecoderLayer(_Sublayers):
         self.ffn = PositionwiseFeedForward(d_model=d_model, d_ff=d_ff, activation=activation)
         self.ffn_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
 
-    def _self_attention(self, h, cache, need_weights):
-        if cache is None:  # teacher forcing: all T positions at once, look-ahead masked (§3.2.3)
-            q, k, v = self.self_attn.project_qkv(h)
-            return self.self_attn.attend(q, k, v, None, need_weights, is_causal=True)
-        # one new position (R, 1, D) that may see every cached one: Q, K, V (R, 3, H, d_head) in one product
-        qkv = self.self_attn.project_qkv_step(h)
-        k, v = cache.append_self(qkv[:, 1:])
-        return self.self_attn.attend(qkv[:, 0, :, None], k, v, None, need_weights)
+    def self_attention(self, h, need_weights=False):
+        """Teacher forcing: h (B, T, D) attends itself, look-ahead masked (§3.2.3); Q, K, V in one product."""
+        q, k, v = self.self_attn.project_qkv(h)
+        return self.self_attn.attend(q, k, v, None, need_weights, is_causal=True)
 
-    def _cross_attention(self, h, memory, src_mask, cache, need_weights):
-        if cache is None:
-            k, v = self.cross_attn.project_kv(memory, memory)
-            return self.cross_attn.attend(self.cross_attn.project_q(h), k, v, src_mask, need_weights)
-        return self.cross_attn.attend_per_sentence(h, cache.cross_k, cache.cross_v, src_mask, need_weights)
+    def cross_attention(self, h, memory, src_mask, need_weights=False):
+        k, v = self.cross_attn.project_kv(memory, memory)
+        return self.cross_attn.attend(self.cross_attn.project_q(h), k, v, src_mask, need_weights)
 
-    def forward(self, x, memory, src_mask, cache: LayerCache | None = None, need_weights=False):
-        # x (B, T, D), memory (B, S, D) -> (B, T, D), self weights (B, H, T, T'), cross (B, H, T, S)
-        x, self_w = self.residual(x, self.self_attn_norm, lambda h: self._self_attention(h, cache, need_weights))
+    def forward(self, x, memory, src_mask, need_weights=False):
+        """Teacher forcing, all T positions at once: x (B, T, D), memory (B, S, D) -> (B, T, D), self weights
+        (B, H, T, T) | None, cross (B, H, T, S) | None."""
+        x, self_w = self.residual(x, self.self_attn_norm, lambda h: self.self_attention(h, need_weights))
         x, cross_w = self.residual(
-            x, self.cross_attn_norm, lambda h: self._cross_attention(h, memory, src_mask, cache, need_weights))
+            x, self.cross_attn_norm, lambda h: self.cross_attention(h, memory, src_mask, need_weights))
         x, _ = self.residual(x, self.ffn_norm, lambda h: (self.ffn(h), None))
+        return x, self_w, cross_w
+
+    def step(self, x, cache: LayerCache, src_mask, need_weights=False):
+        """One decoding position on the cached keys and values: x (R, D) -> (R, D), self weights
+        (R, H, 1, t + 1) | None, cross (R, H, 1, S) | None; src_mask (B', 1, 1, S) per sentence. The sublayers
+        of forward, written as rows (R, D) without closures: fewer tensor ops per step, which is what a
+        decoding step of a small model costs (BENCHMARKS.md, decoding, 2026-11-25)."""
+        out, self_w = self.self_attn.step_self(self.sublayer_input(x, self.self_attn_norm), cache, need_weights)
+        x = self.sublayer_output(x, out, self.self_attn_norm)
+        out, cross_w = self.cross_attn.step_cross(self.sublayer_input(x, self.cross_attn_norm), cache.cross_k,
+                                                  cache.cross_v, src_mask, need_weights)
+        x = self.sublayer_output(x, out, self.cross_attn_norm)
+        x = self.sublayer_output(x, self.ffn(self.sublayer_input(x, self.ffn_norm)), self.ffn_norm)
         return x, self_w, cross_w
 
 
@@ -152,7 +171,7 @@ class Transformer(nn.Module):
         {"decoder_self", "cross"} maps (B, L, H, T, *) or None)."""
         x, self_ws, cross_ws = self._embed(self.tgt_embed, tgt_in), [], []
         for layer in self.decoder_layers:
-            x, self_w, cross_w = layer(x, memory, src_mask, None, return_attention)
+            x, self_w, cross_w = layer(x, memory, src_mask, return_attention)
             self_ws.append(self_w)
             cross_ws.append(cross_w)
         maps = {"decoder_self": _stack(self_ws), "cross": _stack(cross_ws)} if return_attention else None
@@ -191,15 +210,14 @@ class Transformer(nn.Module):
         """tokens (R,) = the newest target token of each row -> (log_probs (R, V), state (updated in place,
         step + 1), {"decoder_self": (R, L, H, 1, t), "cross": (R, L, H, 1, S)} or None). One position
         costs one step."""
-        x = self._embed(self.tgt_embed, tokens[:, None], offset=state.step)
+        x = self._embed(self.tgt_embed, tokens[:, None], offset=state.step)[:, 0]  # (R, D)
         self_ws, cross_ws = [], []
         for layer, cache in zip(self.decoder_layers, state.layers):
-            x, self_w, cross_w = layer(x, None, state.src_mask, cache, return_attention)
+            x, self_w, cross_w = layer.step(x, cache, state.src_mask, return_attention)
             self_ws.append(self_w)
             cross_ws.append(cross_w)
         state.step += 1
-        hidden = self.decoder_norm(x[:, 0])  # (R, D)
-        logits = project(hidden, state.generator, state.generator_bias)  # (R, V)
+        logits = project(self.decoder_norm(x), state.generator, state.generator_bias)  # (R, V)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         maps = {"decoder_self": _stack(self_ws), "cross": _stack(cross_ws)} if return_attention else None
         return log_probs, state, maps
