@@ -122,10 +122,10 @@ def test_cached_decoding_without_packing_equals_full_forward(batch, norm_first, 
     full = torch.log_softmax(model(src, tgt), -1).detach()
     with torch.no_grad():
         steps, _ = step_by_step_logprobs(model, src, tgt)
+        if packs(model.generator.weight):  # a float32 CPU weight: the transposed form was made and used
+            w_1 = model.decoder_layers[0].ffn.w_1
+            assert w_1._packed._prepared.shape == w_1.weight.t().shape
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
-    if packs(model.generator.weight):  # a float32 CPU weight: the transposed form was made and used
-        w_1 = model.decoder_layers[0].ffn.w_1
-        assert w_1._packed._prepared.shape == w_1.weight.t().shape
 
 
 def test_step_attention_equals_full_attention():

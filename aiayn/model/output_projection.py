@@ -10,12 +10,20 @@ than linear on (V, D). Either way the prepared weight is computed once per weigh
 updates weights in place, which bumps the version, so it is never stale.
 """
 
+import functools
+
 import torch
+
+
+@functools.cache
+def _onednn_present() -> bool:
+    # asked once: a decoding step asks `packs` about 25 times, and these two lookups were most of its cost
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 
 
 def packs(weight: torch.Tensor) -> bool:
     return (not torch.is_grad_enabled() and weight.device.type == "cpu" and weight.dtype == torch.float32
-            and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+            and _onednn_present())
 
 
 def prepare(weight: torch.Tensor, pack: bool = True) -> torch.Tensor:
