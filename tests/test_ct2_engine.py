@@ -9,6 +9,7 @@ import torch
 
 from aiayn.checkpoint import EXPORT_MARKER, load_checkpoint, save_checkpoint
 from aiayn.cli import main
+from aiayn.decoding.ct2_engine import ended_before
 from aiayn.decoding.translator import Translator
 from aiayn.errors import AiaynError
 
@@ -199,3 +200,41 @@ def test_token_budget_batches_give_the_same_translations(short):
         by_count = engine.translate(SENTENCES, beam=4, length_penalty_form="hf")
         by_tokens = engine.translate(SENTENCES, beam=4, length_penalty_form="hf", max_tokens=12)
         assert [r.text for r in by_tokens] == [r.text for r in by_count]
+
+
+def test_ended_before_its_limit_means_a_step_to_spare():
+    hypotheses = [([5, 6, 7], -1.0), ([5, 6, 7, 8, 9], -2.0)]  # the longest: 5 tokens, </s> at step 5
+    assert ended_before(hypotheses, 7)  # steps 0..6: step 5 was not the last
+    assert not ended_before(hypotheses, 6)  # step 5 is the last: every live hypothesis is cut there
+
+
+@pytest.fixture
+def early_eos(model_dir):
+    """The untrained model with its </s> row scaled up: some sentences end within a few tokens, others run
+    to their limit |x| + 50, so one batch mixes both."""
+    model, cfg, tokenizer = load_checkpoint(model_dir)
+    with torch.no_grad():
+        model.tgt_embed.weight[tokenizer.eos_id] *= 12
+    save_checkpoint(model_dir, model, cfg, tokenizer)
+    return model_dir
+
+
+def test_one_call_then_only_the_sentences_that_reached_their_limit(early_eos):
+    """CTranslate2's length limit is per call: all sentences go in one call at the largest limit, and only
+    those whose search reached their own limit are decoded again with it. The results equal the native
+    engine's, whose limit is per sentence."""
+    sentences = SENTENCES + ["one", "two thousand", "eighty eight", "twelve thousand", "sixty"]
+    native = Translator.from_pretrained(early_eos)
+    ct2 = Translator.from_pretrained(early_eos, engine="ct2", compute_type="float32")
+    calls = []
+    translate_batch = ct2.ct2.model.translate_batch
+    ct2.ct2.model = type("Spy", (), {"translate_batch": lambda self, batch, *a, **kw: calls.append(
+        (len(batch), kw["max_decoding_length"])) or translate_batch(batch, *a, **kw)})()
+    options = dict(beam=4, n_best=2, alpha=0.6, length_penalty_form="hf", early_stopping=True)
+    a, b = native.translate(sentences, **options), ct2.translate(sentences, **options)
+    _same(a, b, score_tolerance=0.1)
+    lengths = [len(r.tokens) for r in a if r.src_tokens]
+    short, long = [n for n in lengths if n < 10], [n for n in lengths if n >= 50]
+    assert short and long  # the mix this test is about
+    assert calls[0] == (len(lengths), max(calls[i][1] for i in range(len(calls))))  # all, at the largest limit
+    assert 0 < sum(n for n, _ in calls[1:]) < len(lengths)  # some decoded again, the early-ended ones not

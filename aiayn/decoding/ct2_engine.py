@@ -9,8 +9,9 @@ CTranslate2 converts the weights to the requested compute type (int8, ...) when 
 What makes the results equal to the native engine's (tests/test_ct2_engine.py):
 - the source side is aiayn's source pieces with the final </s>; <pad> and <s> are never output
   (suppress_sequences), no minimum length, no input truncation by CTranslate2 (the Translator cuts);
-- the length limit a * |x| + b is per sentence in aiayn but per call in CTranslate2, so sentences are
-  decoded in groups of equal limit (one call per group; sorted by length, the groups are large);
+- the length limit a * |x| + b is per sentence in aiayn but per call in CTranslate2: all sentences are
+  decoded in one call with the largest limit, and those whose search came within a step of their own limit
+  again, in groups of equal limit (the others ended before it, so their limit changed nothing);
 - CTranslate2's length penalty is |Y|^alpha, aiayn's "hf" form; the GNMT form cannot be expressed and
   is refused (see Translator.length_penalty_form).
 - CTranslate2's beam search ends a sentence at K finished hypotheses (patience 1): aiayn's early_stopping,
@@ -182,28 +183,48 @@ class CT2Engine:
                   batch_size: int, max_tokens: int | None = None) -> list[list[tuple[list[int], float]]]:
         """Source ids (with </s>), each one's output length limit and target prefix ids ([] for none), the
         search's SearchParams (early_stopping: what CTranslate2 always does) -> per sentence its n_best
-        (target ids without </s>, score), best first. One CTranslate2 call per distinct limit; max_tokens:
-        CTranslate2's batch_type "tokens"."""
+        (target ids without </s>, score), best first. max_tokens: CTranslate2's batch_type "tokens".
+
+        One call for all, at the largest limit, then one per distinct limit for the sentences whose search
+        reached within a step of their own (decoding each group of equal limit at once cost a server batch
+        of 32 mixed sentences as many calls as it had source lengths)."""
+        if not sources:
+            return []
+        by_length = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        out = self._call(sources, prefixes, by_length, max(limits), params, batch_size, max_tokens)
         groups: dict[int, list[int]] = {}
-        for i in sorted(range(len(sources)), key=lambda i: len(sources[i])):
-            groups.setdefault(limits[i], []).append(i)
-        out: list = [None] * len(sources)
+        for i in by_length:
+            if not ended_before(out[i], limits[i]):
+                groups.setdefault(limits[i], []).append(i)
+        for limit, indices in groups.items():
+            out.update(self._call(sources, prefixes, indices, limit, params, batch_size, max_tokens))
+        return [out[i][: params.n_best] for i in range(len(sources))]
+
+    def _call(self, sources, prefixes, indices, limit, params, batch_size, max_tokens) -> dict:
+        """One CTranslate2 call on sources[indices] with output limit `limit` -> {index: all beam
+        hypotheses [(ids, score)], best first} (all of them, so that ended_before sees the longest)."""
+        if params.deadline is not None and time.monotonic() > params.deadline:
+            raise BudgetExceeded("decoding stopped: over its time budget")
         batching = {"max_batch_size": batch_size} if max_tokens is None else \
             {"max_batch_size": max_tokens, "batch_type": "tokens"}
-        for limit, indices in groups.items():
-            if params.deadline is not None and time.monotonic() > params.deadline:
-                raise BudgetExceeded("decoding stopped: over its time budget")
-            batch = [self.tokenizer.source_id_to_piece(sources[i]) for i in indices]
-            prefix = [self.tokenizer.id_to_piece(prefixes[i]) or None for i in indices]
-            results = self.model.translate_batch(
-                batch, prefix if any(prefix) else None, **batching, beam_size=params.beam,
-                num_hypotheses=params.n_best, length_penalty=params.alpha, max_decoding_length=limit,
-                min_decoding_length=params.min_length, no_repeat_ngram_size=params.no_repeat_ngram_size,
-                max_input_length=0, return_scores=True, suppress_sequences=self.suppress)
-            for i, result in zip(indices, results):
-                out[i] = [([self.piece_ids[p] for p in hyp], score)
-                          for hyp, score in zip(result.hypotheses, result.scores)]
-        return out
+        batch = [self.tokenizer.source_id_to_piece(sources[i]) for i in indices]
+        prefix = [self.tokenizer.id_to_piece(prefixes[i]) or None for i in indices]
+        results = self.model.translate_batch(
+            batch, prefix if any(prefix) else None, **batching, beam_size=params.beam,
+            num_hypotheses=params.beam, length_penalty=params.alpha, max_decoding_length=limit,
+            min_decoding_length=params.min_length, no_repeat_ngram_size=params.no_repeat_ngram_size,
+            max_input_length=0, return_scores=True, suppress_sequences=self.suppress)
+        return {i: [([self.piece_ids[p] for p in hyp], score) for hyp, score in zip(result.hypotheses, result.scores)]
+                for i, result in zip(indices, results)}
+
+
+def ended_before(hypotheses: list[tuple[list[int], float]], limit: int) -> bool:
+    """Whether a search that returned these (all its beam's finished hypotheses) would have run the same
+    under `limit`. It ended at the step that finished the last of them (with patience 1 CTranslate2 stops
+    at beam-size finished hypotheses, so that one is among those returned): the step of its </s>, at
+    position len + 1. Under `limit`, step limit - 1 is the last and cuts every live hypothesis, so the
+    search is the same only if it ended before that step: len + 1 < limit for the longest."""
+    return max(len(ids) for ids, _ in hypotheses) + 1 < limit
 
 
 def load_engine(model_dir: Path, load_model, tokenizer, device="cpu", compute_type: str | None = None,

@@ -175,7 +175,7 @@ class Translator:
         batch_size sentences. early_stopping: end a sentence's search at K finished hypotheses (default: the
         model's decode.early_stopping, see Translator.early_stopping). With the ct2 engine: the form is hf
         (see length_penalty_form), early stopping is on, attention is refused, and time_limit is checked
-        between CTranslate2 calls (one per distinct length limit)."""
+        between CTranslate2 calls (one for all sentences, then one per length limit reached, see ct2_engine)."""
         beam = self.decode_cfg.beam if beam is None else beam
         alpha = self.decode_cfg.length_penalty if alpha is None else alpha
         check_options(beam, n_best, alpha, batch_size)
