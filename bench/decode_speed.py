@@ -37,6 +37,16 @@ LAYOUTS = {  # name -> (engine, settings)
 
 
 # ---- workers: one engine, one layout, in a process of their own ------------------------------------
+def add_source_args(p: argparse.ArgumentParser) -> None:
+    """The model and the sentences, as load_sources reads them (bench/search_work.py takes the same)."""
+    p.add_argument("--model", required=True)
+    p.add_argument("--pair", default="de-en")
+    p.add_argument("--split", default="test_2016_flickr")
+    p.add_argument("--data-dir")
+    p.add_argument("--limit", type=int, default=400, help="the first N sentences (0 = all)")
+    p.add_argument("--beam", type=int, default=4)
+
+
 def load_sources(args) -> list[str]:
     from aiayn.data import multi30k
     from aiayn.data.corpus import read_parallel
@@ -155,16 +165,11 @@ def summary(values: list[float]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True)
-    p.add_argument("--pair", default="de-en")
-    p.add_argument("--split", default="test_2016_flickr")
-    p.add_argument("--data-dir")
-    p.add_argument("--beam", type=int, default=4)
+    add_source_args(p)
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 1])
     p.add_argument("--token-budgets", type=int, nargs="*", default=[],
                    help="also batches of at most this many source tokens, padding included (fairseq's --max-tokens, "
                         "CTranslate2's batch_type tokens), at most 1024 sentences")
-    p.add_argument("--limit", type=int, default=400, help="the first N sentences (0 = all)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-ct2", action="store_true")
     p.add_argument("--layouts", nargs="+", choices=list(LAYOUTS), help="default: all")

@@ -9,7 +9,7 @@ search (hf penalty + early_stopping), at batch 64 and 1. A count, not a timing: 
 import argparse
 
 import torch
-from decode_speed import load_sources  # the same sentences as the speed benchmark
+from decode_speed import add_source_args, load_sources  # the same sentences as the speed benchmark
 
 from aiayn.decoding.translator import Translator
 
@@ -20,12 +20,7 @@ SEARCHES = {"aiayn's search (gnmt, no early stop)": {},
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True)
-    p.add_argument("--pair", default="de-en")
-    p.add_argument("--split", default="test_2016_flickr")
-    p.add_argument("--data-dir")
-    p.add_argument("--limit", type=int, default=400)
-    p.add_argument("--beam", type=int, default=4)
+    add_source_args(p)
     args = p.parse_args()
     torch.set_num_threads(1)
     translator = Translator.from_pretrained(args.model)
