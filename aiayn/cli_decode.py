@@ -14,6 +14,10 @@ ENGINE_HELP = ("native: aiayn's own beam search (attention maps); ct2: CTranslat
                "length penalty |Y|^alpha (default: native)")
 COMPUTE_HELP = ("with --engine ct2: CTranslate2's compute type, e.g. float32, int8, int8_float32, float16 "
                 "(default: CTranslate2's default for the device)")
+WORKERS_HELP = ("batches decoded side by side on CPU, each on one core: worker processes of one thread for the "
+                "native engine (each loads the model), CTranslate2's inter_threads for ct2; the cores are the "
+                "usual choice for a file (default: 1, this process alone; interactive input decodes one line "
+                "at a time, so more than one gains nothing there)")
 EARLY_HELP = ("end a sentence's beam search at beam-size finished hypotheses (fairseq's and CTranslate2's rule: "
               "fewer steps); --no-early-stopping goes on while a live hypothesis could still win (default: the "
               "model's decode.early_stopping, false; on with --engine ct2)")
@@ -32,6 +36,7 @@ def _port(text: str) -> int:
 def _add_engine(p) -> None:
     p.add_argument("--engine", choices=["native", "ct2"], default="native", help=ENGINE_HELP)
     p.add_argument("--compute-type", default=None, help=COMPUTE_HELP)
+    p.add_argument("--workers", type=int, default=1, help=WORKERS_HELP)
 
 
 def add_parsers(sub) -> None:
@@ -170,7 +175,8 @@ def _warn_truncated(results, where: str) -> None:
 def _load_translator(args, path: str):
     from aiayn.decoding.translator import Translator
 
-    return Translator.from_pretrained(path, args.device, engine=args.engine, compute_type=args.compute_type)
+    return Translator.from_pretrained(path, args.device, engine=args.engine, compute_type=args.compute_type,
+                                      workers=args.workers)
 
 
 def _check_decode_args(translator, args, n_best: int, batch_size: int) -> None:
@@ -229,6 +235,9 @@ def cmd_translate(args) -> int:
     if args.engine == "ct2" and (args.alignment or sampling):
         raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} needs the native engine "
                          f"(--engine native): CTranslate2 gives neither aiayn's attention maps nor its sampling")
+    if args.workers > 1 and args.engine == "native" and (args.alignment or sampling):
+        raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} decodes in this process (the maps and "
+                         f"the samples come from its model): drop --workers {args.workers}")
     check_controls(args.min_length, args.no_repeat_ngram_size, args.max_tokens)
     prefixes = read_lines(args.target_prefix) if args.target_prefix else None
     translator = _load_translator(args, args.model)
@@ -312,6 +321,7 @@ def cmd_evaluate(args) -> int:
                                                  length_penalty_form=args.length_penalty_form,
                                                  early_stopping=args.early_stopping)]
     seconds = time.perf_counter() - start
+    translator.close()  # its worker processes, if any: the comparison model may start its own
     if args.hyp_out:
         write_atomic(args.hyp_out, "".join(h + "\n" for h in hyps), inputs=[args.src, args.ref],
                      model_dirs=[args.model, args.compare, translator.model_dir])
@@ -325,6 +335,7 @@ def cmd_evaluate(args) -> int:
         other_hyps = [r.text for r in other.translate(sources, args.beam, 1, args.alpha,
                                                       length_penalty_form=args.length_penalty_form,
                                                       early_stopping=args.early_stopping)]
+        other.close()
         report["compare"] = {"baseline": str(other.model_dir), **compare_systems(other_hyps, hyps, refs)}
     if args.json:
         print(json.dumps(report, indent=2))

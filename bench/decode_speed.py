@@ -3,9 +3,11 @@ best settings: every (engine, thread layout, batch size) runs in a process of it
 slower in a process that has loaded torch), several times; the table gives the median and the spread
 (min-max) of sentences/s and target tokens/s, and the ratio of aiayn's best layout to CTranslate2's best.
 
-Layouts: aiayn with 1 and 2 torch threads, and 2 worker processes of 1 thread each translating half of
-the sentences at the same time; CTranslate2 with intra_threads 1 and 2, and inter_threads 2 x intra 1
-(two batches at a time). Same beam, same length limit a * |src| + b, <pad> and <s> never output.
+Layouts: aiayn with 1 and 2 torch threads; 2 processes of 1 thread each translating half of the
+sentences at the same time; `Translator(workers=2)`, whose 2 worker processes of 1 thread each take the
+batches of one call as they free up (aiayn.decoding.workers); CTranslate2 with intra_threads 1 and 2, and
+inter_threads 2 x intra 1 (two batches at a time).
+Same beam, same length limit a * |src| + b, <pad> and <s> never output.
 The search: by default aiayn's own (GNMT's length penalty; a sentence goes on while a live hypothesis could
 still win), which takes more steps than CTranslate2's (length^alpha; a sentence ends at K finished
 hypotheses). With --same-search aiayn runs CTranslate2's search (length_penalty_form hf, early_stopping), the
@@ -30,6 +32,7 @@ LAYOUTS = {  # name -> (engine, settings)
     "aiayn 1 thread": ("aiayn", {"threads": 1, "procs": 1}),
     "aiayn 2 threads": ("aiayn", {"threads": 2, "procs": 1}),
     "aiayn 2 procs x 1 thread": ("aiayn", {"threads": 1, "procs": 2}),
+    "aiayn 2 workers x 1 thread": ("aiayn", {"threads": 1, "procs": 1, "workers": 2}),
     "ct2 intra 1": ("ct2", {"intra": 1, "inter": 1, "procs": 1}),
     "ct2 intra 2": ("ct2", {"intra": 2, "inter": 1, "procs": 1}),
     "ct2 inter 2 x intra 1": ("ct2", {"intra": 1, "inter": 2, "procs": 1}),
@@ -79,7 +82,7 @@ def aiayn_worker(args) -> dict:
 
     torch.set_num_threads(args.threads)
     sources = shard(load_sources(args), args)
-    translator = Translator.from_pretrained(args.model)
+    translator = Translator.from_pretrained(args.model, workers=args.workers)  # workers: started and loaded
     translator.translate(sources[:8], beam=args.beam)  # warm-up
     wait_for_start(args)
     start = time.perf_counter()
@@ -138,7 +141,8 @@ def run_layout(args, name: str, batch: tuple[int, int], job: str) -> dict:
     if args.data_dir:
         base += ["--data-dir", args.data_dir]
     if engine == "aiayn":
-        base += ["--threads", str(settings["threads"])] + (["--same-search"] if args.same_search else [])
+        base += ["--threads", str(settings["threads"]), "--workers", str(settings.get("workers", 1))]
+        base += ["--same-search"] if args.same_search else []
     else:
         base += ["--intra", str(settings["intra"]), "--inter", str(settings["inter"])]
     barrier = Path(tempfile.mkdtemp(prefix="aiayn-bench-"))
@@ -180,6 +184,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=64, help=argparse.SUPPRESS)
     p.add_argument("--max-tokens", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--intra", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--inter", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)

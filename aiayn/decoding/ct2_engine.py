@@ -228,8 +228,9 @@ def ended_before(hypotheses: list[tuple[list[int], float]], limit: int) -> bool:
 
 
 def load_engine(model_dir: Path, load_model, tokenizer, device="cpu", compute_type: str | None = None,
-                use_ema: bool = False) -> CT2Engine:
+                use_ema: bool = False, *, inter_threads: int = 1) -> CT2Engine:
     compute_type = compute_type or "default"
     check_compute_type(compute_type)  # before any export
-    return CT2Engine(ensure_cache(model_dir, load_model, use_ema), tokenizer, device, compute_type)
+    return CT2Engine(ensure_cache(model_dir, load_model, use_ema), tokenizer, device, compute_type,
+                     inter_threads=inter_threads)
 

@@ -84,20 +84,26 @@ ENGINES = ("native", "ct2")
 
 class Translator:
     def __init__(self, model, tokenizer, decode_cfg, device="cpu", model_dir: Path | None = None, *,
-                 ct2=None):
+                 ct2=None, pool=None):
         """ct2: a loaded aiayn.decoding.ct2_engine.CT2Engine to decode with (None: the native engine).
-        The model is kept either way: its size limits, its arch, inspection (aiayn attention, /api/step)."""
+        pool: an aiayn.decoding.workers.WorkerPool that runs the native engine's beam searches (None: this
+        process runs them). The model is kept either way: its size limits, its arch, inspection (aiayn
+        attention, /api/step), attention maps."""
         self.model, self.tokenizer, self.decode_cfg = model.eval(), tokenizer, decode_cfg
         self.device = torch.device(device)
         self.model_dir = model_dir
         self.ct2 = ct2
+        self.pool = pool
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", use_ema: bool = False, *,
-                        engine: str = "native", compute_type: str | None = None) -> "Translator":
+                        engine: str = "native", compute_type: str | None = None, workers: int = 1) -> "Translator":
         """engine: "native" or "ct2"; compute_type (ct2 only): a CTranslate2 compute type, e.g. float32,
-        int8 (default: CTranslate2's default for the device, the export's float32 on CPU). Also sets
-        glibc to reuse freed memory in this process (aiayn.device.keep_freed_memory): decoding is faster."""
+        int8 (default: CTranslate2's default for the device, the export's float32 on CPU). workers: batches
+        decoded at once on a CPU, each on one core: CTranslate2's inter_threads, or for the native engine
+        that many worker processes (aiayn.decoding.workers; close() ends them); 1: this process alone.
+        Also sets glibc to reuse freed memory in this process (aiayn.device.keep_freed_memory): decoding
+        is faster."""
         from aiayn.checkpoint import load_checkpoint, resolve_model_dir
         from aiayn.device import keep_freed_memory, resolve_device
 
@@ -106,7 +112,11 @@ class Translator:
         if compute_type is not None and engine != "ct2":
             raise AiaynError(f"--compute-type {compute_type} applies to --engine ct2 only (the native engine "
                              f"decodes in the model's own precision)")
+        _check_int("workers", workers, 1)
         device = resolve_device(device)
+        if workers > 1 and device.type != "cpu":
+            raise AiaynError(f"--workers {workers} runs batches side by side on CPU cores; on {device} use one "
+                             f"(a GPU decodes a batch at a time)")
         keep_freed_memory()
         model_dir = resolve_model_dir(path)
         model, cfg, tokenizer = load_checkpoint(model_dir, device, use_ema)
@@ -118,9 +128,26 @@ class Translator:
                 raise AiaynError("--engine ct2 runs Transformer models (CTranslate2 has no RNN seq2seq); "
                                  "use --engine native")
             ct2 = load_engine(model_dir, lambda: (model.cpu(), cfg, tokenizer), tokenizer, device, compute_type,
-                              use_ema)
+                              use_ema, inter_threads=workers)
             model.to(device)
-        return cls(model, tokenizer, cfg.decode, device, model_dir, ct2=ct2)
+        pool = None
+        if engine == "native" and workers > 1:
+            from aiayn.decoding.workers import WorkerPool
+
+            pool = WorkerPool(model=model, model_dir=model_dir, workers=workers, device=str(device), use_ema=use_ema)
+        return cls(model, tokenizer, cfg.decode, device, model_dir, ct2=ct2, pool=pool)
+
+    def close(self) -> None:
+        """Ends the worker processes, if any (they also end when this process exits)."""
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+    def __enter__(self) -> "Translator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @property
     def engine(self) -> str:
@@ -202,7 +229,16 @@ class Translator:
         if self.ct2 is not None:
             self._translate_ct2(results, filled, sources, truncated, params, prefixes, batch_size, max_tokens)
             return results
-        for indices in length_sorted_batches([len(s) for s in sources], batch_size, max_tokens):
+        batches = length_sorted_batches([len(s) for s in sources], batch_size, max_tokens)
+        if self.pool is not None and not return_attention and batches:  # maps come from this process's model
+            found = self.pool.search([[sources[i] for i in b] for b in batches], params,
+                                     [[prefixes[i] for i in b] for b in batches])
+            for indices, nbest in zip(batches, found):
+                for row, i in enumerate(indices):
+                    results[filled[i]] = self._result(nbest[row], sources[i], None, False)
+                    results[filled[i]].truncated = truncated[i]
+            return results
+        for indices in batches:
             src = pad_batch([sources[i] for i in indices], tok.pad_id, self.device)
             with torch.inference_mode():
                 nbest = beam_search(self.model, src, params, [prefixes[i] for i in indices])

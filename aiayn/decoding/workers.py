@@ -1,0 +1,122 @@
+"""Native beam search in worker processes: batches decoded side by side, one process per core.
+
+CTranslate2 runs several batches at once on a multi-core CPU (inter_threads), each on one core; this is
+the native engine's counterpart. Processes rather than threads: Python's lock is held between torch
+operations, and a batch-1 step is ~140 small ones, so two decoding threads mostly wait for each other
+(measured here: a loop of small products ran 5x slower in two threads than one after the other); two
+processes do not share it. Each worker runs one torch thread. Batches go out longest first, so that the
+last ones to finish are short.
+
+Measured on a 2-core machine (BENCHMARKS.md, issue 10, beam 4): 2 workers decode 1.5-1.6x as many
+sentences a second as one process of one thread at batch 64 over 400 sentences (7 batches: the last one
+running alone costs), 1.8x over 1000, 1.9x at batch 1; two torch threads in one process gave 1.16x.
+"""
+
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+from aiayn.errors import AiaynError
+
+_model = None  # the worker process's model (set by _start)
+
+
+def _start(model, model_dir: str, device: str, use_ema: bool) -> None:
+    """Runs once in each worker process: one torch thread (forked from a process that used several, torch
+    must not enter its OpenMP pool: DataLoader's workers do the same), and the model: the parent's, shared
+    copy-on-write when forked, else loaded from model_dir."""
+    global _model
+    import torch
+
+    torch.set_num_threads(1)
+    if model is None:
+        from aiayn.checkpoint import load_checkpoint
+        from aiayn.device import keep_freed_memory
+
+        keep_freed_memory()
+        model, _, _ = load_checkpoint(Path(model_dir), device, use_ema)
+    _model = model.eval()
+
+
+def _pid() -> int:
+    time.sleep(0.05)  # long enough that each worker takes one of the start-up pings
+    return os.getpid()
+
+
+def _search(sources: list[list[int]], params, prefixes: list[list[int]]) -> list:
+    """One batch in a worker: source ids (with </s>) -> per sentence its n-best Hypotheses (no maps)."""
+    import torch
+
+    from aiayn.decoding.beam import beam_search
+    from aiayn.decoding.translate_batch import pad_batch
+
+    device = next(_model.parameters()).device
+    with torch.inference_mode():
+        return beam_search(_model, pad_batch(sources, params.pad_id, device), params, prefixes)
+
+
+class WorkerPool:
+    """`workers` processes, each decoding one batch at a time with the model.
+
+    On Linux the workers are forked from this process and share its model's weights (start-up well under a
+    second; no re-import of the caller's script). Elsewhere they are spawned and each loads the model from
+    model_dir, and, as with any spawned process, the caller's script must guard its entry point with
+    `if __name__ == "__main__":`."""
+
+    def __init__(self, *, model, model_dir: Path, workers: int, device: str = "cpu", use_ema: bool = False):
+        self.workers = workers
+        fork = sys.platform.startswith("linux")
+        self._pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork" if fork else "spawn"), initializer=_start,
+            initargs=(model if fork else None, str(model_dir), str(device), use_ema))
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 300.0) -> None:
+        """Starts every worker and waits until each has loaded the model, so that the first request
+        (or a benchmark's clock) does not pay for start-up. A worker that fails to load breaks the pool."""
+        seen: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(seen) < self.workers:
+            if time.monotonic() > deadline:
+                raise AiaynError(f"decoding workers: only {len(seen)} of {self.workers} started in {timeout:.0f} s")
+            pings = [self._pool.submit(_pid) for _ in range(self.workers)]
+            seen.update(self._result(p) for p in pings)
+
+    def _result(self, future: Future):
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            raise self._died() from None
+
+    def _died(self) -> AiaynError:
+        self.close()
+        return AiaynError(f"a decoding worker process died (out of memory, killed, or it could not start: see any "
+                          f"error above it): run again with fewer workers than {self.workers}, or without --workers")
+
+    def search(self, batches: list[list[list[int]]], params, prefixes: list[list[list[int]]]) -> list[list]:
+        """Batches of source ids (each a list of sentences) and their prefixes -> per batch, per sentence its
+        n-best Hypotheses, in the order given. The longest batches start first; on an error (e.g. the time
+        budget) the batches not started are cancelled and the error is raised."""
+        if self._pool is None:
+            raise AiaynError("the decoding worker processes were closed (Translator.close, or one died): load the "
+                             "model again")
+        order = sorted(range(len(batches)), key=lambda b: -len(batches[b]) * max(map(len, batches[b])))
+        futures: dict[int, Future] = {}
+        try:
+            for b in order:
+                futures[b] = self._pool.submit(_search, batches[b], params, prefixes[b])
+            return [self._result(futures[b]) for b in range(len(batches))]
+        except BrokenProcessPool:  # at submit: an earlier call found a worker dead
+            raise self._died() from None
+        finally:
+            for future in futures.values():
+                future.cancel()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None

@@ -1,0 +1,90 @@
+"""Native beam search in worker processes (aiayn.decoding.workers): the same results as in-process search,
+errors that reach the caller, and the options that cannot use workers refused."""
+
+import os
+import signal
+
+import pytest
+import torch
+
+from aiayn.cli import main
+from aiayn.decoding.translator import Translator
+from aiayn.errors import AiaynError, BudgetExceeded
+
+SENTENCES = ["forty five", "three hundred twenty one", "nine", "", "seven hundred", "twelve", "eighty eight"]
+
+
+@pytest.fixture
+def one_thread():
+    """Workers run one torch thread; so does the in-process search it is compared with (with two, some
+    reductions are summed in another order: scores 1e-6 apart)."""
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def pooled(transformer_dir):
+    translator = Translator.from_pretrained(transformer_dir, workers=2)
+    yield translator
+    translator.close()
+
+
+def _summary(results):
+    return [(r.text, r.score, r.n_best, r.tokens, r.src_tokens) for r in results]
+
+
+def test_workers_give_the_in_process_results(pooled, transformer_dir, one_thread):
+    alone = Translator.from_pretrained(transformer_dir)
+    assert alone.pool is None and pooled.pool.workers == 2
+    options = dict(beam=3, n_best=2, batch_size=2)  # 3 batches of the 6 non-blank sentences: both workers busy
+    assert _summary(pooled.translate(SENTENCES, **options)) == _summary(alone.translate(SENTENCES, **options))
+    controls = dict(beam=2, min_length=2, no_repeat_ngram_size=2, target_prefix=["1"] * len(SENTENCES),
+                    early_stopping=True, length_penalty_form="hf", max_output_len=6, max_tokens=8)
+    assert _summary(pooled.translate(SENTENCES, **controls)) == _summary(alone.translate(SENTENCES, **controls))
+
+
+def test_attention_maps_come_from_this_process(pooled):
+    result = pooled.translate(["forty five"], beam=2, return_attention=True)[0]
+    assert set(result.attention) >= {"cross", "decoder_self", "encoder_self"}
+
+
+def test_a_time_budget_stops_the_workers(pooled):
+    with pytest.raises(BudgetExceeded, match="time budget"):
+        pooled.translate(SENTENCES * 20, beam=4, batch_size=4, time_limit=0.0)
+    assert pooled.translate(["nine"], beam=2)[0].text is not None  # the pool still serves
+
+
+@pytest.mark.parametrize("workers", [0, -1, True, 1.5, "2"])
+def test_bad_worker_counts_are_refused(transformer_dir, workers):
+    with pytest.raises(AiaynError, match="workers"):
+        Translator.from_pretrained(transformer_dir, workers=workers)
+
+
+def test_a_dead_worker_is_a_clear_error(transformer_dir):
+    translator = Translator.from_pretrained(transformer_dir, workers=2)
+    for process in list(translator.pool._pool._processes.values()):
+        os.kill(process.pid, signal.SIGKILL)
+    with pytest.raises(AiaynError, match="worker process died"):
+        translator.translate(SENTENCES, beam=2, batch_size=1)
+    with pytest.raises(AiaynError, match="worker processes were closed"):
+        translator.translate(SENTENCES, beam=2)
+
+
+@pytest.mark.parametrize("option", [["--alignment"], ["--sample"]])
+def test_cli_refuses_workers_where_this_process_decodes(transformer_dir, tmp_path, capsys, option):
+    src = tmp_path / "in.txt"
+    src.write_text("nine\n")
+    argv = ["translate", "--model", str(transformer_dir), "--input", str(src), "--workers", "2", *option]
+    assert main(argv) == 2
+    assert f"{option[0]} decodes in this process" in capsys.readouterr().err
+
+
+def test_cli_translates_a_file_with_workers(transformer_dir, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(SENTENCES) + "\n")
+    outputs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"out{workers}.txt"
+        assert main(["translate", "--model", str(transformer_dir), "--input", str(src), "--output", str(out),
+                     "--batch-size", "2", "--workers", workers]) == 0
+        outputs.append(out.read_text())
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == len(SENTENCES)
