@@ -89,7 +89,9 @@ def aiayn_worker(args) -> dict:
     search = dict(length_penalty_form="hf", early_stopping=True) if args.same_search else {}
     results = translator.translate(sources, beam=args.beam, batch_size=args.batch_size,
                                    max_tokens=args.max_tokens or None, **search)
-    return {"start": start, "seconds": time.perf_counter() - start, "sentences": len(sources),
+    seconds = time.perf_counter() - start
+    translator.close()
+    return {"start": start, "seconds": seconds, "sentences": len(sources),
             "tokens": sum(len(r.tokens) + 1 for r in results),  # + </s>
             "outputs": [r.tokens for r in results]}
 

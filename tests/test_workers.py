@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from aiayn.cli import main
-from aiayn.decoding.translator import Translator
+from aiayn.decoding.translator import Translator, even_batch_size
 from aiayn.errors import AiaynError, BudgetExceeded
 
 SENTENCES = ["forty five", "three hundred twenty one", "nine", "", "seven hundred", "twelve", "eighty eight"]
@@ -88,3 +88,16 @@ def test_cli_translates_a_file_with_workers(transformer_dir, tmp_path):
                      "--batch-size", "2", "--workers", workers]) == 0
         outputs.append(out.read_text())
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == len(SENTENCES)
+
+
+@pytest.mark.parametrize("n, batch_size, workers, size, batches", [
+    (400, 64, 2, 50, 8),  # 7 batches of at most 64 -> 8 of 50: the two workers end together
+    (1000, 64, 2, 63, 16),  # 16 already: each a little smaller
+    (64, 64, 2, 32, 2),  # one batch -> one per worker
+    (1, 64, 2, 1, 1),
+    (10, 1, 2, 1, 10),
+    (400, 64, 3, 45, 9),
+])
+def test_even_batch_size(n, batch_size, workers, size, batches):
+    assert even_batch_size(n, batch_size, workers) == size <= batch_size
+    assert -(-n // size) == batches

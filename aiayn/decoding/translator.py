@@ -82,6 +82,15 @@ def check_prefixes(prefixes, n_sentences: int) -> None:
 ENGINES = ("native", "ct2")
 
 
+def even_batch_size(n: int, batch_size: int, workers: int) -> int:
+    """The size, at most batch_size, that cuts n sentences into a multiple of `workers` batches of about
+    equal size: 400 sentences at 64 are 7 batches, and the 2 workers' last one ran alone for a fifth of
+    the call (measured); as 8 batches of 50 they end together."""
+    batches = -(-n // batch_size)
+    batches = -(-batches // workers) * workers
+    return -(-n // batches)
+
+
 class Translator:
     def __init__(self, model, tokenizer, decode_cfg, device="cpu", model_dir: Path | None = None, *,
                  ct2=None, pool=None):
@@ -229,8 +238,11 @@ class Translator:
         if self.ct2 is not None:
             self._translate_ct2(results, filled, sources, truncated, params, prefixes, batch_size, max_tokens)
             return results
-        batches = length_sorted_batches([len(s) for s in sources], batch_size, max_tokens)
+        lengths = [len(s) for s in sources]
+        batches = length_sorted_batches(lengths, batch_size, max_tokens)
         if self.pool is not None and not return_attention and batches:  # maps come from this process's model
+            if max_tokens is None:
+                batches = length_sorted_batches(lengths, even_batch_size(len(sources), batch_size, self.pool.workers))
             found = self.pool.search([[sources[i] for i in b] for b in batches], params,
                                      [[prefixes[i] for i in b] for b in batches])
             for indices, nbest in zip(batches, found):

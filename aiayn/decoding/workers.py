@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import sys
 import time
+import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -73,6 +74,10 @@ class WorkerPool:
         self._pool = ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("fork" if fork else "spawn"), initializer=_start,
             initargs=(model if fork else None, str(model_dir), str(device), use_ema))
+        # Shut down (and wait for the executor's manager thread) when this pool is collected: an executor
+        # merely dropped shuts down on that thread while the interpreter may be exiting, and Python 3.11's
+        # exit hook then writes to the thread's closed pipe ("OSError: Bad file descriptor", seen in a run).
+        self._close = weakref.finalize(self, self._pool.shutdown, wait=True, cancel_futures=True)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 300.0) -> None:
@@ -117,6 +122,5 @@ class WorkerPool:
                 future.cancel()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        self._close()  # once: later calls do nothing
+        self._pool = None
