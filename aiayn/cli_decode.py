@@ -15,7 +15,8 @@ ENGINE_HELP = ("native: aiayn's own beam search (attention maps); ct2: CTranslat
 COMPUTE_HELP = ("with --engine ct2: CTranslate2's compute type, e.g. float32, int8, int8_float32, float16 "
                 "(default: CTranslate2's default for the device)")
 WORKERS_HELP = ("batches decoded side by side on CPU, each on one core: worker processes of one thread for the "
-                "native engine (each loads the model), CTranslate2's inter_threads for ct2; the cores are the "
+                "native engine (forked on Linux: they share the model's memory), CTranslate2's inter_threads for "
+                "ct2; the cores are the "
                 "usual choice for a file (default: 1, this process alone; interactive input decodes one line "
                 "at a time, so more than one gains nothing there)")
 EARLY_HELP = ("end a sentence's beam search at beam-size finished hypotheses (fairseq's and CTranslate2's rule: "

@@ -7,9 +7,10 @@ operations, and a batch-1 step is ~140 small ones, so two decoding threads mostl
 processes do not share it. Each worker runs one torch thread. Batches go out longest first, so that the
 last ones to finish are short.
 
-Measured on a 2-core machine (BENCHMARKS.md, issue 10, beam 4): 2 workers decode 1.5-1.6x as many
-sentences a second as one process of one thread at batch 64 over 400 sentences (7 batches: the last one
-running alone costs), 1.8x over 1000, 1.9x at batch 1; two torch threads in one process gave 1.16x.
+Measured on a 2-core machine (BENCHMARKS.md, issue 10, sixth session, beam 4): 2 workers decode 1.6x as
+many sentences a second as one process of one thread at batch 64 over 400 sentences (cut into 8 batches
+of 50 by the Translator's even_batch_size; as 7 batches of 64 the last one ran alone), 1.8x over 1000
+sentences, 1.6-2.0x at batch 1; two torch threads in one process gave 1.16x.
 """
 
 import multiprocessing
