@@ -133,6 +133,9 @@ def add_parsers(sub) -> None:
                         "MODEL/ct2/, needs aiayn[export]) for the plain JSON API only (/api/translate with "
                         "\"attention\": false, /api/translate_batch): no page, no maps (default: native)")
     p.add_argument("--compute-type", default=None, help=COMPUTE_HELP)
+    p.add_argument("--workers", type=int, default=1, help=WORKERS_HELP.replace("usual choice for a file", "most a "
+                   "server's batch of concurrent requests can use; attention maps and sampling stay in the server's "
+                   "own process"))
 
 
 def check_output_file(path: str, inputs=(), model_dirs=()) -> None:
@@ -404,7 +407,8 @@ def cmd_serve(args) -> int:
         raise AiaynError(f"--threads {args.threads}: give 0 (torch's default) or 1 to 1024")
     if args.threads:
         torch.set_num_threads(args.threads)
-    translator = Translator.from_pretrained(args.model, engine=args.engine, compute_type=args.compute_type)
+    translator = Translator.from_pretrained(args.model, engine=args.engine, compute_type=args.compute_type,
+                                            workers=args.workers)
     uvicorn.run(create_app(translator), host=args.host, port=args.port)
     return 0
 

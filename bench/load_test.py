@@ -75,9 +75,11 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def start_server(model: Path, port: int, torch_threads: int, engine: str = "native") -> subprocess.Popen:
+def start_server(model: Path, port: int, torch_threads: int, engine: str = "native",
+                 workers: int = 1) -> subprocess.Popen:
     server = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", str(model), "--host", "127.0.0.1",
-                               "--port", str(port), "--threads", str(torch_threads), "--engine", engine],
+                               "--port", str(port), "--threads", str(torch_threads), "--engine", engine,
+                               "--workers", str(workers)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

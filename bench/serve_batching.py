@@ -3,7 +3,7 @@ throughput of the same engine on the same sentences.
 
     python bench/serve_batching.py --model /tmp/m30k_run --engine native [--pair de-en]
         [--data-dir /work/shared/data/multi30k] [--split test_2016_flickr] [--limit 400] [--beam 4]
-        [--concurrency 1 8 32] [--requests 300] [--seconds 60]
+        [--concurrency 1 8 32] [--requests 300] [--seconds 60] [--workers 1]
 
 1. offline, in a process of its own: Translator.from_pretrained(MODEL, engine=...) with 1 torch thread (the
    server's --threads 1), Translator.translate(the --limit sentences, beam, batch_size=64): sentences/s (the
@@ -52,7 +52,7 @@ def offline_worker(args) -> dict:
 
     torch.set_num_threads(1)
     sources = load_sources(args)
-    translator = Translator.from_pretrained(args.model, engine=args.engine)
+    translator = Translator.from_pretrained(args.model, engine=args.engine, workers=args.workers)
     translator.translate(sources[:8], beam=args.beam)  # warm-up
     start = time.perf_counter()
     translator.translate(sources, beam=args.beam, batch_size=64)
@@ -67,7 +67,7 @@ def offline(args) -> tuple[float, float]:
     """-> sentences/s (batch_size 64, all sorted by length; in groups of the highest concurrency)."""
     command = [sys.executable, __file__, "--offline-worker", "--model", args.model, "--engine", args.engine,
                "--pair", args.pair, "--data-dir", args.data_dir, "--split", args.split, "--limit", str(args.limit),
-               "--beam", str(args.beam), "--group", str(max(args.concurrency))]
+               "--beam", str(args.beam), "--group", str(max(args.concurrency)), "--workers", str(args.workers)]
     result = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
     return result["sentences"] / result["seconds"], result["sentences"] / result["grouped_seconds"]
 
@@ -161,6 +161,8 @@ def main():
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     p.add_argument("--requests", type=int, default=300, help="requests a phase at most (default: 300)")
     p.add_argument("--seconds", type=float, default=60, help="a phase at most this long (default: 60)")
+    p.add_argument("--workers", type=int, default=1, help="--workers of the server and of the offline run: batches "
+                   "side by side (default: 1)")
     p.add_argument("--offline-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--group", type=int, default=32, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -171,7 +173,7 @@ def main():
     offline_rate, grouped_rate = offline(args)
     sources = load_sources(args)
     port = free_port()
-    server = start_server(Path(args.model), port, torch_threads=1, engine=args.engine)
+    server = start_server(Path(args.model), port, torch_threads=1, engine=args.engine, workers=args.workers)
     try:
         warm = Phase(sources, args.beam, 40, 30)  # first requests are slower (allocations, caches)
         warm.run(port, 4)

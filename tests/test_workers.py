@@ -101,3 +101,36 @@ def test_cli_translates_a_file_with_workers(transformer_dir, tmp_path):
 def test_even_batch_size(n, batch_size, workers, size, batches):
     assert even_batch_size(n, batch_size, workers) == size <= batch_size
     assert -(-n // size) == batches
+
+
+def test_the_server_decodes_plain_requests_in_the_workers(pooled, transformer_dir, one_thread):
+    """`aiayn serve --workers N`: plain translations go through the pool (a batch of concurrent requests is
+    split between the workers), attention maps and the page's step view stay in the server's process."""
+    import asyncio
+
+    import httpx
+
+    from aiayn.web.app import create_app
+
+    alone = Translator.from_pretrained(transformer_dir)
+    texts = [s for s in SENTENCES if s]
+    searched = []
+    search = pooled.pool.search
+    pooled.pool.search = lambda batches, *rest: searched.append(len(batches)) or search(batches, *rest)
+
+    async def requests():
+        app = create_app(pooled)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://aiayn") as client:
+            batch = await client.post("/api/translate_batch", json={"texts": texts, "beam": 3})
+            maps = await client.post("/api/translate", json={"text": texts[0], "beam": 3, "attention": True})
+            return batch, maps
+
+    try:
+        batch, maps = asyncio.run(requests())
+    finally:
+        pooled.pool.search = search
+    assert batch.status_code == 200 and maps.status_code == 200, (batch.text, maps.text)
+    expected = alone.translate(texts, beam=3)
+    assert [t["translation"] for t in batch.json()["translations"]] == [r.text for r in expected]
+    assert searched == [2], "one call of 6 sentences: 2 batches, one per worker"
+    assert maps.json()["translation"] == expected[0].text and "cross" in maps.json()["maps"]

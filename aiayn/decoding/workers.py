@@ -15,6 +15,7 @@ sentences, 1.6-2.0x at batch 1; two torch threads in one process gave 1.16x.
 
 import multiprocessing
 import os
+import signal
 import sys
 import time
 import weakref
@@ -34,6 +35,7 @@ def _start(model, model_dir: str, device: str, use_ema: bool) -> None:
     global _model
     import torch
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the caller ends us
     torch.set_num_threads(1)
     if model is None:
         from aiayn.checkpoint import load_checkpoint
