@@ -133,9 +133,10 @@ def add_parsers(sub) -> None:
                         "MODEL/ct2/, needs aiayn[export]) for the plain JSON API only (/api/translate with "
                         "\"attention\": false, /api/translate_batch): no page, no maps (default: native)")
     p.add_argument("--compute-type", default=None, help=COMPUTE_HELP)
-    p.add_argument("--workers", type=int, default=1, help=WORKERS_HELP.replace("usual choice for a file", "most a "
-                   "server's batch of concurrent requests can use; attention maps and sampling stay in the server's "
-                   "own process"))
+    p.add_argument("--workers", type=int, default=1, help="worker processes of one torch thread (forked on Linux: "
+                   "they share the model's memory) between which each batch of concurrent plain requests is split; "
+                   "attention maps and sampling stay in the server's process; with --engine ct2, CTranslate2's "
+                   "inter_threads (default: 1, the server's process alone)")
 
 
 def check_output_file(path: str, inputs=(), model_dirs=()) -> None:
