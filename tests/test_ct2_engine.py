@@ -247,3 +247,23 @@ def test_one_call_then_only_the_sentences_that_reached_their_limit(early_eos):
     first, *again = spy.calls  # (sentences, max_decoding_length) of each call
     assert first == (len(lengths), max(limit for _, limit in spy.calls))  # all, at the largest limit
     assert 0 < sum(n for n, _ in again) < len(lengths)  # some decoded again, the early-ended ones not
+
+
+def test_workers_are_inter_threads_with_even_batches(short):
+    """--workers with --engine ct2: CTranslate2's inter_threads, fed batches the workers finish together
+    (even_batch_size: 6 sentences at batch 4 -> 2 batches of 3, not 4 + 2); the results are unchanged."""
+    alone = Translator.from_pretrained(short, engine="ct2", compute_type="float32")
+    pooled = Translator.from_pretrained(short, engine="ct2", compute_type="float32", workers=2)
+    assert pooled.ct2.model.num_translators == 2 and pooled.pool is None  # CTranslate2's inter_threads
+    sizes = []
+    translate_batch = pooled.ct2.model.translate_batch
+
+    class Recorded:  # a ctranslate2.Translator's attributes cannot be replaced: stand in for it
+        def translate_batch(self, batch, *args, max_batch_size, **kwargs):
+            sizes.append(max_batch_size)
+            return translate_batch(batch, *args, max_batch_size=max_batch_size, **kwargs)
+
+    pooled.ct2.model = Recorded()
+    options = dict(beam=2, n_best=2, batch_size=4)
+    _same(alone.translate(SENTENCES, **options), pooled.translate(SENTENCES, **options), score_tolerance=0)
+    assert sizes and set(sizes) == {3}

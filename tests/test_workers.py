@@ -4,6 +4,7 @@ errors that reach the caller, and the options that cannot use workers refused.""
 import os
 import signal
 
+import numpy as np
 import pytest
 import torch
 
@@ -42,9 +43,12 @@ def test_workers_give_the_in_process_results(pooled, transformer_dir, one_thread
     assert _summary(pooled.translate(SENTENCES, **controls)) == _summary(alone.translate(SENTENCES, **controls))
 
 
-def test_attention_maps_come_from_this_process(pooled):
+def test_attention_maps_come_from_this_process(pooled, transformer_dir):
+    alone = Translator.from_pretrained(transformer_dir).translate(["forty five"], beam=2, return_attention=True)[0]
     result = pooled.translate(["forty five"], beam=2, return_attention=True)[0]
-    assert set(result.attention) >= {"cross", "decoder_self", "encoder_self"}
+    assert set(result.attention) == set(alone.attention) >= {"cross", "decoder_self", "encoder_self"}
+    for kind, maps in alone.attention.items():
+        assert np.array_equal(result.attention[kind], maps), kind
 
 
 def test_a_time_budget_stops_the_workers(pooled):
@@ -53,7 +57,7 @@ def test_a_time_budget_stops_the_workers(pooled):
     assert pooled.translate(["nine"], beam=2)[0].text is not None  # the pool still serves
 
 
-@pytest.mark.parametrize("workers", [0, -1, True, 1.5, "2"])
+@pytest.mark.parametrize("workers", [0, -1, True, 1.5, "2", 100_000])
 def test_bad_worker_counts_are_refused(transformer_dir, workers):
     with pytest.raises(AiaynError, match="workers"):
         Translator.from_pretrained(transformer_dir, workers=workers)

@@ -174,7 +174,7 @@ class CT2Engine:
             supported = sorted(ctranslate2.get_supported_compute_types(kind))
             raise AiaynError(f"--compute-type {compute_type}: CTranslate2 cannot run it on {kind} ({err}); "
                              f"this device supports {', '.join(supported)}") from None
-        self.compute_type = compute_type
+        self.compute_type, self.inter_threads = compute_type, inter_threads
         self.tokenizer = tokenizer
         self.piece_ids = {p: i for i, p in enumerate(tokenizer.id_to_piece(list(range(tokenizer.tgt_vocab_size))))}
         self.suppress = [[p] for p in dict.fromkeys(tokenizer.id_to_piece([tokenizer.pad_id, tokenizer.bos_id]))]

@@ -3,6 +3,7 @@ with the same options and results: native (aiayn's own beam search, attention ma
 (CTranslate2 on an export cached in the model directory: aiayn.decoding.ct2_engine)."""
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,18 @@ def check_prefixes(prefixes, n_sentences: int) -> None:
 ENGINES = ("native", "ct2")
 
 
+MAX_WORKERS_PER_CORE = 4  # beyond the cores workers only wait for each other; far beyond, a typo forks hundreds
+
+
+def check_workers(workers: int) -> None:
+    _check_int("workers", workers, 1)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if workers > MAX_WORKERS_PER_CORE * cores:
+        raise AiaynError(f"--workers {workers}: this process may use {cores} CPU cores, and workers beyond the cores "
+                         f"only wait for each other (each with its own buffers): give at most "
+                         f"{MAX_WORKERS_PER_CORE * cores}, best the number of cores")
+
+
 def even_batch_size(n: int, batch_size: int, workers: int) -> int:
     """The size, at most batch_size, that cuts n sentences into a multiple of `workers` batches of about
     equal size: 400 sentences at 64 are 7 batches, and the 2 workers' last one ran alone for a fifth of
@@ -121,7 +134,7 @@ class Translator:
         if compute_type is not None and engine != "ct2":
             raise AiaynError(f"--compute-type {compute_type} applies to --engine ct2 only (the native engine "
                              f"decodes in the model's own precision)")
-        _check_int("workers", workers, 1)
+        check_workers(workers)
         device = resolve_device(device)
         if workers > 1 and device.type != "cpu":
             raise AiaynError(f"--workers {workers} runs batches side by side on CPU cores; on {device} use one "
@@ -235,29 +248,30 @@ class Translator:
                               max_output_len=max_output_len, n_best=n_best, min_length=min_length,
                               no_repeat_ngram_size=no_repeat_ngram_size, early_stopping=early_stopping,
                               return_attention=return_attention, deadline=deadline)
+        pooled = self.pool is not None and not return_attention  # maps come from this process's model
+        parallel = self.pool.workers if pooled else self.ct2.inter_threads if self.ct2 is not None else 1
+        if parallel > 1 and max_tokens is None and sources:  # every worker busy to the end (even_batch_size)
+            batch_size = even_batch_size(len(sources), batch_size, parallel)
         if self.ct2 is not None:
             self._translate_ct2(results, filled, sources, truncated, params, prefixes, batch_size, max_tokens)
             return results
-        lengths = [len(s) for s in sources]
-        batches = length_sorted_batches(lengths, batch_size, max_tokens)
-        if self.pool is not None and not return_attention and batches:  # maps come from this process's model
-            if max_tokens is None:
-                batches = length_sorted_batches(lengths, even_batch_size(len(sources), batch_size, self.pool.workers))
+        batches = length_sorted_batches([len(s) for s in sources], batch_size, max_tokens)
+        if pooled:
             found = self.pool.search([[sources[i] for i in b] for b in batches], params,
                                      [[prefixes[i] for i in b] for b in batches])
-            for indices, nbest in zip(batches, found):
-                for row, i in enumerate(indices):
-                    results[filled[i]] = self._result(nbest[row], sources[i], None, False)
-                    results[filled[i]].truncated = truncated[i]
-            return results
-        for indices in batches:
-            src = pad_batch([sources[i] for i in indices], tok.pad_id, self.device)
-            with torch.inference_mode():
-                nbest = beam_search(self.model, src, params, [prefixes[i] for i in indices])
+        else:
+            found = (self._search_here([sources[i] for i in b], params, [prefixes[i] for i in b]) for b in batches)
+        for indices, nbest in zip(batches, found):
             for row, i in enumerate(indices):
-                results[filled[i]] = self._result(nbest[row], sources[i], src[row], return_attention)
+                results[filled[i]] = self._result(nbest[row], sources[i], return_attention)
                 results[filled[i]].truncated = truncated[i]
         return results
+
+    def _search_here(self, sources: list[list[int]], params: SearchParams, prefixes: list[list[int]]) -> list:
+        """One batch's beam search in this process -> per sentence its n-best Hypotheses."""
+        src = pad_batch(sources, self.tokenizer.pad_id, self.device)
+        with torch.inference_mode():
+            return beam_search(self.model, src, params, prefixes)
 
     def _prefix_ids(self, target_prefix: list[str] | None, filled: list[int], max_output_len: int) -> list[list[int]]:
         """Target ids of each non-blank sentence's prefix ([] for none), each checked to fit the output."""
@@ -315,22 +329,24 @@ class Translator:
         """The longest source (with </s>) and output the model takes: its position table's size."""
         return max_positions(self.model) or 1024
 
-    def _result(self, hyps, source_ids, src_row, return_attention) -> Translation:
+    def _result(self, hyps, source_ids, return_attention) -> Translation:
         tok, best = self.tokenizer, hyps[0]
         attention = None
         if return_attention:
-            attention = self._attention_maps(best, src_row, len(source_ids))
+            attention = self._attention_maps(best, source_ids)
         n_best = [(tok.decode(h.tokens), h.score) for h in hyps]
         return Translation(text=tok.decode(best.tokens), score=best.score, tokens=tok.id_to_piece(best.tokens),
                            src_tokens=tok.source_id_to_piece(source_ids), n_best=n_best, attention=attention)
 
-    def _attention_maps(self, best, src_row, src_len) -> dict:
+    def _attention_maps(self, best, source_ids: list[int]) -> dict:
         """Maps of the best hypothesis: cross and decoder self from the search (cached decoding),
         encoder self from one encoder pass of this sentence alone."""
+        src_len = len(source_ids)
         maps = {k: v[..., :src_len].float().cpu().numpy() if k == "cross" else v.float().cpu().numpy()
                 for k, v in best.attention.items()}
         with torch.inference_mode():
-            _, encoder_maps = self.model.encode(src_row[None, :src_len], return_attention=True)
+            src = torch.tensor([source_ids], dtype=torch.long, device=self.device)  # (1, S)
+            _, encoder_maps = self.model.encode(src, return_attention=True)
         if isinstance(encoder_maps, torch.Tensor):  # an RNN has none: {}
             maps["encoder_self"] = encoder_maps[0].float().cpu().numpy()
         return maps

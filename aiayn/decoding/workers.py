@@ -84,19 +84,24 @@ class WorkerPool:
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 300.0) -> None:
-        """Starts every worker and waits until each has loaded the model, so that the first request
-        (or a benchmark's clock) does not pay for start-up. A worker that fails to load breaks the pool."""
+        """Starts every worker and waits until each has taken the model, so that the first request (or a
+        benchmark's clock) does not pay for start-up. A worker that fails to start breaks the pool."""
         seen: set[int] = set()
         deadline = time.monotonic() + timeout
         while len(seen) < self.workers:
-            if time.monotonic() > deadline:
-                raise AiaynError(f"decoding workers: only {len(seen)} of {self.workers} started in {timeout:.0f} s")
             pings = [self._pool.submit(_pid) for _ in range(self.workers)]
-            seen.update(self._result(p) for p in pings)
+            try:
+                seen.update(self._result(p, timeout=max(0.0, deadline - time.monotonic())) for p in pings)
+            except TimeoutError:
+                for process in list(self._pool._processes.values()):  # stuck: shutdown would wait for them
+                    process.kill()
+                self.close()
+                raise AiaynError(f"decoding workers: only {len(seen)} of {self.workers} started in {timeout:.0f} s; "
+                                 f"run with fewer --workers, or without") from None
 
-    def _result(self, future: Future):
+    def _result(self, future: Future, timeout: float | None = None):
         try:
-            return future.result()
+            return future.result(timeout)
         except BrokenProcessPool:
             raise self._died() from None
 
