@@ -36,7 +36,10 @@ def kilobytes(pid: int, file: str, field: str) -> int:
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    process = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+    try:
+        process = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+    except OSError as err:  # no such program, not executable
+        sys.exit(f"tree_memory: cannot run {sys.argv[1]!r}: {err.strerror}")
     peak_pss = peak_rss = processes = 0
     while process.poll() is None:
         tree = descendants(process.pid)
