@@ -42,6 +42,7 @@ class Recording:
         self.real, self.fail, self.gate, self.calls = real, fail, threading.Event(), []
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
         self.engine, self.early_stopping = real.engine, real.early_stopping
+        self.parallel_batches = real.parallel_batches
 
     def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
         self.calls.append((list(sentences), beam))
@@ -462,3 +463,26 @@ def test_n_best_in_plain_mode(translator):
                             ({"text": "nine", "n_best": 2}, "plain translations")):
         refused = client.post("/api/translate", json=payload)
         assert refused.status_code == 400 and needle in refused.json()["error"]
+
+
+def test_with_two_workers_two_batches_decode_at_once_and_share_the_queue():
+    """in_flight 2 (a translator with 2 worker processes): a second batch starts while the first still
+    decodes (with in_flight 1 it waits for it), and sentences that arrive together on two free workers are
+    cut into two batches, one each, rather than one batch on one worker while the other idles."""
+    decoder = Decoder()
+
+    async def scenario():
+        with ThreadPoolExecutor(2) as pool:
+            batcher = Batcher(decoder, pool, max_batch=64, max_work=1000, max_wait_s=0.0, rejoin_s=0.0,
+                              capacity=10, in_flight=2)
+            together = asyncio.create_task(batcher.translate(1, ["a", "b", "c", "d"], [1] * 4))
+            await until(lambda: len(decoder.calls) == 2, "both workers to take a batch")
+            later = asyncio.create_task(batcher.translate(1, ["e"], [1]))
+            await until(lambda: batcher.admitted == 5, "e to queue")
+            await asyncio.sleep(0.05)
+            assert len(decoder.calls) == 2, "no third batch while both workers are busy"
+            decoder.gate.set()
+            return await together, await later
+
+    assert asyncio.run(scenario()) == (["1:a", "1:b", "1:c", "1:d"], ["1:e"])
+    assert decoder.calls == [(1, ["a", "b"]), (1, ["c", "d"]), (1, ["e"])]

@@ -73,6 +73,7 @@ class Gated:
     def __init__(self, real: Translator, burn: bool = False):
         self.real, self.burn, self.gate = real, burn, threading.Event()
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
+        self.parallel_batches = real.parallel_batches
 
     def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
         deadline = time.monotonic() + 60  # a failing test must not hang
@@ -228,6 +229,7 @@ def test_budget_exceeded_is_503_without_retry_after(translator):
 class Broken:
     def __init__(self, real: Translator):
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
+        self.parallel_batches = real.parallel_batches
 
     def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
         raise RuntimeError("secret: /srv/aiayn/internal.py line 42")
@@ -274,6 +276,7 @@ class Largest:
 
     def __init__(self, real: Translator):
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
+        self.parallel_batches = real.parallel_batches
         model = real.model
         self.L_enc, self.L_dec = len(model.encoder_layers), len(model.decoder_layers)
         self.H = model.encoder_layers[0].self_attn.n_heads

@@ -3,6 +3,9 @@ errors that reach the caller, and the options that cannot use workers refused.""
 
 import os
 import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -73,6 +76,38 @@ def test_a_dead_worker_is_a_clear_error(transformer_dir):
         translator.translate(SENTENCES, beam=2)
 
 
+@pytest.mark.parametrize("end", ["SIGKILL", "SIGTERM"])
+def test_workers_end_when_their_parent_dies(transformer_dir, tmp_path, end):
+    """A process that dies without closing its pool (killed; `aiayn serve` stopped with SIGTERM, which
+    uvicorn re-raises after its shutdown, so no exit hook runs) must not leave its workers behind."""
+    script = (f"import os, signal, sys\n"
+              f"from aiayn.decoding.translator import Translator\n"
+              f"t = Translator.from_pretrained({str(transformer_dir)!r}, workers=2)\n"
+              f"print(*t.pool._pool._processes, flush=True)\n"
+              f"os.kill(os.getpid(), signal.{end})\n")
+    out = tmp_path / "out"
+    with open(out, "w") as stdout:  # a file, not a pipe: workers left behind would hold a pipe open
+        parent = subprocess.run([sys.executable, "-c", script], stdout=stdout, stderr=subprocess.STDOUT, timeout=120)
+    assert parent.returncode == -getattr(signal, end), out.read_text()
+    workers = [int(pid) for pid in out.read_text().split()]
+    assert len(workers) == 2
+    deadline = time.monotonic() + 20
+    while (alive := [pid for pid in workers if _alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in alive:  # leave no process behind even when the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"workers {alive} outlived their parent"
+
+
+def _alive(pid: int) -> bool:
+    """Whether pid runs (an orphan's zombie, reaped by init, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 @pytest.mark.parametrize("option", [["--alignment"], ["--sample"]])
 def test_cli_refuses_workers_where_this_process_decodes(transformer_dir, tmp_path, capsys, option):
     src = tmp_path / "in.txt"
@@ -108,8 +143,9 @@ def test_even_batch_size(n, batch_size, workers, size, batches):
 
 
 def test_the_server_decodes_plain_requests_in_the_workers(pooled, transformer_dir, one_thread):
-    """`aiayn serve --workers N`: plain translations go through the pool (a batch of concurrent requests is
-    split between the workers), attention maps and the page's step view stay in the server's process."""
+    """`aiayn serve --workers N`: plain translations go through the pool (sentences that arrive together are
+    shared between the workers, one batch each), attention maps and the page's step view stay in the
+    server's process."""
     import asyncio
 
     import httpx
@@ -120,7 +156,7 @@ def test_the_server_decodes_plain_requests_in_the_workers(pooled, transformer_di
     texts = [s for s in SENTENCES if s]
     searched = []
     search = pooled.pool.search
-    pooled.pool.search = lambda batches, *rest: searched.append(len(batches)) or search(batches, *rest)
+    pooled.pool.search = lambda batches, *rest: searched.append(list(map(len, batches))) or search(batches, *rest)
 
     async def requests():
         app = create_app(pooled)
@@ -136,5 +172,5 @@ def test_the_server_decodes_plain_requests_in_the_workers(pooled, transformer_di
     assert batch.status_code == 200 and maps.status_code == 200, (batch.text, maps.text)
     expected = alone.translate(texts, beam=3)
     assert [t["translation"] for t in batch.json()["translations"]] == [r.text for r in expected]
-    assert searched == [2], "one call of 6 sentences: 2 batches, one per worker"
+    assert searched == [[3], [3]], "6 sentences at once: 2 calls of one batch each, one per worker"
     assert maps.json()["translation"] == expected[0].text and "cross" in maps.json()["maps"]

@@ -205,6 +205,14 @@ class Translator:
         return True
 
     @property
+    def parallel_batches(self) -> int:
+        """Batches of plain translations this translator decodes at once: its worker processes, or
+        CTranslate2's inter_threads; 1 in this process alone."""
+        if self.pool is not None:
+            return self.pool.workers
+        return self.ct2.inter_threads if self.ct2 is not None else 1
+
+    @property
     def arch(self) -> str:
         return "rnn" if hasattr(self.model, "encoder") else "transformer"
 
@@ -213,7 +221,8 @@ class Translator:
                   batch_size: int = 64, *, max_output_len: int | None = None,
                   time_limit: float | None = None, length_penalty_form: str | None = None,
                   min_length: int = 0, no_repeat_ngram_size: int = 0, target_prefix: list[str] | None = None,
-                  max_tokens: int | None = None, early_stopping: bool | None = None) -> list[Translation]:
+                  max_tokens: int | None = None, early_stopping: bool | None = None,
+                  spread: bool = True) -> list[Translation]:
         """Beam-search translations, in input order. max_output_len caps every output's length (tokens);
         time_limit (seconds) bounds the whole call: past it, BudgetExceeded. length_penalty_form: "gnmt"
         or "hf" (default: the model's decode.length_penalty_form; see aiayn.decoding.beam).
@@ -224,7 +233,10 @@ class Translator:
         batch_size sentences. early_stopping: end a sentence's search at K finished hypotheses (default: the
         model's decode.early_stopping, see Translator.early_stopping). With the ct2 engine: the form is hf
         (see length_penalty_form), early stopping is on, attention is refused, and time_limit is checked
-        between CTranslate2 calls (one for all sentences, then one per length limit reached, see ct2_engine)."""
+        between CTranslate2 calls (one for all sentences, then one per length limit reached, see ct2_engine).
+        spread: with parallel_batches > 1, cut the call into a multiple of that many batches of about equal
+        size, so that every worker is busy to the end (even_batch_size); False: batches of batch_size, as
+        in one process (the server, which gives each worker a batch of its own, passes False)."""
         beam = self.decode_cfg.beam if beam is None else beam
         alpha = self.decode_cfg.length_penalty if alpha is None else alpha
         check_options(beam, n_best, alpha, batch_size)
@@ -249,8 +261,8 @@ class Translator:
                               no_repeat_ngram_size=no_repeat_ngram_size, early_stopping=early_stopping,
                               return_attention=return_attention, deadline=deadline)
         pooled = self.pool is not None and not return_attention  # maps come from this process's model
-        parallel = self.pool.workers if pooled else self.ct2.inter_threads if self.ct2 is not None else 1
-        if parallel > 1 and max_tokens is None and sources:  # every worker busy to the end (even_batch_size)
+        parallel = self.parallel_batches if pooled or self.ct2 is not None else 1
+        if spread and parallel > 1 and max_tokens is None and sources:  # every worker busy to the end
             batch_size = even_batch_size(len(sources), batch_size, parallel)
         if self.ct2 is not None:
             self._translate_ct2(results, filled, sources, truncated, params, prefixes, batch_size, max_tokens)

@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -26,6 +27,7 @@ from pathlib import Path
 from aiayn.errors import AiaynError
 
 _model = None  # the worker process's model (set by _start)
+PARENT_CHECK_S = 0.5  # how often a worker looks for its parent
 
 
 def _start(model, model_dir: str, device: str, use_ema: bool) -> None:
@@ -36,6 +38,7 @@ def _start(model, model_dir: str, device: str, use_ema: bool) -> None:
     import torch
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the caller ends us
+    threading.Thread(target=_exit_with, args=(os.getppid(),), name="aiayn-parent-watch", daemon=True).start()
     torch.set_num_threads(1)
     if model is None:
         from aiayn.checkpoint import load_checkpoint
@@ -44,6 +47,16 @@ def _start(model, model_dir: str, device: str, use_ema: bool) -> None:
         keep_freed_memory()
         model, _, _ = load_checkpoint(Path(model_dir), device, use_ema)
     _model = model.eval()
+
+
+def _exit_with(parent: int, every_s: float = PARENT_CHECK_S) -> None:
+    """Ends this worker once its parent is gone. A parent that dies without shutting the pool down (killed,
+    out of memory, or `aiayn serve` stopped by SIGTERM: uvicorn re-raises the signal after its graceful
+    shutdown, so no exit hook runs) leaves its workers waiting on their task queue for ever, each holding
+    a model's memory (seen: 14 such workers, 5 GB, after a series of bench/serve_batching.py runs)."""
+    while os.getppid() == parent:
+        time.sleep(every_s)
+    os._exit(0)
 
 
 def _pid() -> int:

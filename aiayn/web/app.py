@@ -263,19 +263,21 @@ def _step(translator, req: StepRequest) -> bytes:
                                  req.head, req.query)).encode()
 
 
-def _decode_plain(translator, limits: Limits, key: tuple, items: list[tuple[str, str]]) -> list:
-    """A batch of plain translations (the batcher's decode, on the worker thread): one Translator call.
-    key: DecodingControls.batch_key(); items: (text, target prefix)."""
+def _decode_plain(translator, limits: Limits, model_pool, key: tuple, items: list[tuple[str, str]]) -> list:
+    """A batch of plain translations (the batcher's decode, on a batch thread): one Translator call, each
+    batch of a pooled translator on one worker. key: DecodingControls.batch_key(); items: (text, target
+    prefix). model_pool: where this process's model runs when the batch threads are others (else None)."""
     texts, prefixes = [text for text, _ in items], [prefix for _, prefix in items]
     bounds = dict(max_output_len=limits.max_output_tokens, time_limit=limits.time_limit_s)
-    if key[0] == "sample":
+    if key[0] == "sample":  # in this process: on the model's thread, in turn with the maps and steps
         _, temperature, top_k, top_p, seed, _ = key
         options = SamplingOptions(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-        return translator.sample(texts, options=options, **bounds)
+        sample = partial(translator.sample, texts, options=options, **bounds)
+        return sample() if model_pool is None else model_pool.submit(sample).result()
     _, beam, n_best, min_length, no_repeat_ngram_size, early_stopping = key
     return translator.translate(texts, beam=beam, n_best=n_best, return_attention=False, min_length=min_length,
                                 no_repeat_ngram_size=no_repeat_ngram_size, early_stopping=early_stopping,
-                                target_prefix=prefixes if any(prefixes) else None, **bounds)
+                                target_prefix=prefixes if any(prefixes) else None, spread=False, **bounds)
 
 
 async def _translate_plain(batcher: Batcher, translator, limits: Limits, req: DecodingControls, texts: list[str],
@@ -373,9 +375,14 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
     # one worker pool for every model job: the batches and the single jobs take turns on the model
     pool = ThreadPoolExecutor(max_workers=limits.running, thread_name_prefix="aiayn-decode")
     admission = Admission(pool, limits.running + limits.waiting)
-    batcher = Batcher(partial(_decode_plain, translator, limits), pool, max_batch=limits.max_batch,
-                      max_work=MAX_BATCH_WORK, max_wait_s=limits.max_wait_s, rejoin_s=limits.rejoin_s,
-                      capacity=limits.queued)
+    # Plain batches go to the translator's worker processes (or CTranslate2's inter_threads) when it has
+    # several: one batch each, from threads of their own that only wait; what needs this process's model
+    # (sampling) still takes its turn on `pool`.
+    in_flight = translator.parallel_batches
+    batch_pool = pool if in_flight == 1 else ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="aiayn-batch")
+    batcher = Batcher(partial(_decode_plain, translator, limits, None if batch_pool is pool else pool), batch_pool,
+                      max_batch=limits.max_batch, max_work=MAX_BATCH_WORK, max_wait_s=limits.max_wait_s,
+                      rejoin_s=limits.rejoin_s, capacity=limits.queued, in_flight=in_flight)
     health_info = {"status": "ok", "arch": translator.arch, "engine": engine,
                    "model": Path(translator.model_dir or "").name}
 
@@ -390,7 +397,8 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
             yield
         finally:
             sys.setswitchinterval(previous)
-            pool.shutdown(wait=False, cancel_futures=True)
+            for executor in {pool, batch_pool}:
+                executor.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="aiayn", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY, per_path={"/api/translate_batch": MAX_BATCH_BODY})

@@ -12,7 +12,10 @@ How a batch forms (the bookkeeping runs on the event loop; only the decoding run
 - the batch takes the queued items with the oldest one's key, in arrival order, up to `max_batch`
   sentences and `max_work` units of work (source subwords x beam): a batch of the longest sentences is
   small, so every batch costs about the same and fits the time budget of one request;
-- while a batch decodes, new requests queue, so under load the batches grow by themselves.
+- while a batch decodes, new requests queue, so under load the batches grow by themselves;
+- with worker processes (a Translator with workers=N, or CTranslate2's inter_threads N), N batches decode
+  at once, one per worker, each started as soon as a worker is free: a worker never waits for another's
+  batch to end, and the clients of a batch that ended come back while the other worker still decodes.
 Bounds: at most `capacity` sentences queued or decoding; a request that does not fit is refused at
 once (Busy: the app answers 503 with Retry-After). A request cancelled while its sentences wait (its
 client left) takes them out of the queue: they cost no decoding.
@@ -41,15 +44,18 @@ class Item:
 
 class Batcher:
     def __init__(self, decode: Callable[[Hashable, list[str]], list], executor, *, max_batch: int, max_work: int,
-                 max_wait_s: float, rejoin_s: float, capacity: int):
+                 max_wait_s: float, rejoin_s: float, capacity: int, in_flight: int = 1):
         """decode(key, texts) -> one result per text, in order; it runs on `executor` (the model's worker
-        thread, shared with the app's other model jobs) and may raise for the whole call."""
+        thread, shared with the app's other model jobs) and may raise for the whole call. in_flight: batches
+        decoding at once (the executor has as many threads): 1 for a model in this process; one per worker
+        process of a pooled Translator, each batch decoded by one worker."""
         self.decode, self.executor = decode, executor
         self.max_batch, self.max_work, self.capacity = max_batch, max_work, capacity
-        self.max_wait_s, self.rejoin_s = max_wait_s, rejoin_s
+        self.max_wait_s, self.rejoin_s, self.in_flight = max_wait_s, rejoin_s, in_flight
         self.queue: list[Item] = []  # waiting, oldest first
         self.admitted = 0  # sentences queued or decoding (tests watch it)
         self._driver: asyncio.Task | None = None
+        self._wake: asyncio.Future | None = None  # set when items arrive while the driver waits
 
     async def translate(self, key: Hashable, texts: list[str], works: list[int]) -> list:
         """The results of `texts`, decoded with the options `key`, in order; Busy at once if they do not
@@ -77,43 +83,66 @@ class Batcher:
             item.future.cancel()  # a no-op for the ones already done
 
     def _start_driver(self, loop) -> None:
-        # One driver task at a time runs the batches while the queue has items, then ends; the next request
-        # starts a new one. A driver of another event loop is dead (the test client runs a loop per request).
+        # One driver task at a time starts the batches while the queue has items or batches run, then ends;
+        # the next request starts a new one. A driver of another event loop is dead (the test client runs a
+        # loop per request). A driver waiting for a batch to end is woken: a slot may be free.
         if self._driver is None or self._driver.done() or self._driver.get_loop() is not loop:
             self._driver = loop.create_task(self._drive())
+        elif self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
 
     async def _drive(self) -> None:
         loop = asyncio.get_running_loop()
+        running: set[asyncio.Task] = set()  # at most in_flight batches
         rejoin_until = 0.0
-        while self.queue:
-            # the model was idle: a moment for company; or a batch just ended while others waited: a moment
-            # for its clients to come back (not cut short when the batch fills: the waits are milliseconds)
-            wait = max(self.queue[0].arrival + self.max_wait_s, rejoin_until) - loop.time()
-            if wait > 0 and len(self.queue) < self.max_batch:
-                await asyncio.sleep(wait)
-            if not self.queue:  # every request left during the wait
-                return
-            batch = self._take(self.queue[0].key)
-            try:
-                outcomes = await loop.run_in_executor(self.executor, self._decode_each, batch[0].key,
-                                                      [item.text for item in batch])
-            except asyncio.CancelledError:  # the event loop is closing
-                self._settle(batch, [RuntimeError("the server is stopping")] * len(batch))
-                raise
-            except Exception as err:  # the executor was shut down: the server is stopping
-                outcomes = [err] * len(batch)
-            self._settle(batch, outcomes)
-            # Requests still queued mean concurrent clients. The ones just answered often send their next
-            # sentence at once (a document sent sentence by sentence); without waiting for them, the clients
-            # split into two groups that alternate in half-size batches, and smaller batches decode slower.
-            rejoin_until = loop.time() + self.rejoin_s if self.queue else 0.0
+        try:
+            while self.queue or running:
+                timeout = None  # every slot busy, or nothing queued: until a batch ends or items arrive
+                if self.queue and len(running) < self.in_flight:
+                    # the model was idle: a moment for company; or a batch just ended while others waited: a
+                    # moment for its clients to come back; a full batch goes at once
+                    timeout = max(self.queue[0].arrival + self.max_wait_s, rejoin_until) - loop.time()
+                    if timeout <= 0 or len(self.queue) >= self.max_batch:
+                        # free slots share the queue: 32 requests at once on 2 idle workers are 2 batches of 16
+                        share = -(-len(self.queue) // (self.in_flight - len(running)))
+                        running.add(loop.create_task(self._run(self._take(self.queue[0].key, share))))
+                        continue
+                self._wake = loop.create_future()
+                done, _ = await asyncio.wait(running | {self._wake}, timeout=timeout,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                self._wake.cancel()  # a no-op when it woke us
+                ended = done & running
+                running -= ended
+                # Requests still queued mean concurrent clients. The ones just answered often send their next
+                # sentence at once (a document sent sentence by sentence); without waiting for them, the
+                # clients split into two groups that alternate in half-size batches, and smaller batches
+                # decode slower.
+                if ended and self.queue:
+                    rejoin_until = loop.time() + self.rejoin_s
+        finally:  # cancelled (the event loop is closing): the batches running are answered by their tasks
+            for task in running:
+                task.cancel()
 
-    def _take(self, key: Hashable) -> list[Item]:
+    async def _run(self, batch: list[Item]) -> None:
+        """Decode one batch on the executor and answer its requests."""
+        loop = asyncio.get_running_loop()
+        try:
+            outcomes = await loop.run_in_executor(self.executor, self._decode_each, batch[0].key,
+                                                  [item.text for item in batch])
+        except asyncio.CancelledError:  # the event loop is closing
+            self._settle(batch, [RuntimeError("the server is stopping")] * len(batch))
+            raise
+        except Exception as err:  # the executor was shut down: the server is stopping
+            outcomes = [err] * len(batch)
+        self._settle(batch, outcomes)
+
+    def _take(self, key: Hashable, size: int) -> list[Item]:
         """The next batch: the oldest item and the queued items with its key, oldest first, within the
-        bounds of size and work. The oldest item always goes, so no request waits for ever."""
-        batch, work, rest = [], 0, []
+        bounds of size (at most `size` and max_batch) and work. The oldest item always goes, so no request
+        waits for ever."""
+        batch, work, rest, size = [], 0, [], min(size, self.max_batch)
         for item in self.queue:
-            fits = item.key == key and len(batch) < self.max_batch and (not batch or work + item.work <= self.max_work)
+            fits = item.key == key and len(batch) < size and (not batch or work + item.work <= self.max_work)
             if fits:
                 batch.append(item)
                 work += item.work
