@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from aiayn.cli import main
+from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.translator import Translator, even_batch_size
 from aiayn.errors import AiaynError, BudgetExceeded
 
@@ -154,23 +156,33 @@ def test_the_server_decodes_plain_requests_in_the_workers(pooled, transformer_di
 
     alone = Translator.from_pretrained(transformer_dir)
     texts = [s for s in SENTENCES if s]
-    searched = []
+    searched, sampled_on = [], []
     search = pooled.pool.search
     pooled.pool.search = lambda batches, *rest: searched.append(list(map(len, batches))) or search(batches, *rest)
+    pooled.sample = lambda *a, **k: sampled_on.append(threading.current_thread().name) or Translator.sample(
+        pooled, *a, **k)
 
     async def requests():
         app = create_app(pooled)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://aiayn") as client:
             batch = await client.post("/api/translate_batch", json={"texts": texts, "beam": 3})
             maps = await client.post("/api/translate", json={"text": texts[0], "beam": 3, "attention": True})
-            return batch, maps
+            sampled = await client.post("/api/translate", json={"text": texts[0], "attention": False,
+                                                                "sampling": {"temperature": 1.5, "seed": 11}})
+            return batch, maps, sampled
 
     try:
-        batch, maps = asyncio.run(requests())
+        batch, maps, sampled = asyncio.run(requests())
     finally:
         pooled.pool.search = search
+        del pooled.sample
     assert batch.status_code == 200 and maps.status_code == 200, (batch.text, maps.text)
     expected = alone.translate(texts, beam=3)
     assert [t["translation"] for t in batch.json()["translations"]] == [r.text for r in expected]
     assert searched == [[3], [3]], "6 sentences at once: 2 calls of one batch each, one per worker"
     assert maps.json()["translation"] == expected[0].text and "cross" in maps.json()["maps"]
+    # sampling decodes in the server's process, on the model's thread (not a batch thread of the pool)
+    assert sampled.status_code == 200, sampled.text
+    seeded = alone.sample([texts[0]], options=SamplingOptions(temperature=1.5, seed=11))[0]
+    assert sampled.json()["translation"] == seeded.text
+    assert [name.split("_")[0] for name in sampled_on] == ["aiayn-decode"]
