@@ -48,6 +48,20 @@ def test_workers_give_the_in_process_results(pooled, transformer_dir, one_thread
     assert _summary(pooled.translate(SENTENCES, **controls)) == _summary(alone.translate(SENTENCES, **controls))
 
 
+def test_spawned_workers_load_the_model_themselves(transformer_dir, one_thread):
+    """The start method off Linux (spawn): each worker loads the model from its directory."""
+    from aiayn.decoding.workers import WorkerPool
+
+    alone = Translator.from_pretrained(transformer_dir)
+    pool = WorkerPool(model=alone.model, model_dir=alone.model_dir, workers=2, start_method="spawn")
+    assert pool._pool._mp_context.get_start_method() == "spawn"
+    spawned = Translator(alone.model, alone.tokenizer, alone.decode_cfg, alone.device, alone.model_dir, pool=pool)
+    with spawned:
+        options = dict(beam=3, n_best=2, batch_size=2)
+        assert _summary(spawned.translate(SENTENCES, **options)) == _summary(alone.translate(SENTENCES, **options))
+    assert spawned.pool is None  # closed by the with block
+
+
 def test_attention_maps_come_from_this_process(pooled, transformer_dir):
     alone = Translator.from_pretrained(transformer_dir).translate(["forty five"], beam=2, return_attention=True)[0]
     result = pooled.translate(["forty five"], beam=2, return_attention=True)[0]

@@ -84,9 +84,11 @@ class WorkerPool:
     model_dir, and, as with any spawned process, the caller's script must guard its entry point with
     `if __name__ == "__main__":`."""
 
-    def __init__(self, *, model, model_dir: Path, workers: int, device: str = "cpu", use_ema: bool = False):
+    def __init__(self, *, model, model_dir: Path, workers: int, device: str = "cpu", use_ema: bool = False,
+                 start_method: str | None = None):
+        """start_method: "fork" or "spawn" (default: fork on Linux, spawn elsewhere; tests spawn on Linux)."""
         self.workers = workers
-        fork = sys.platform.startswith("linux")
+        fork = (start_method or ("fork" if sys.platform.startswith("linux") else "spawn")) == "fork"
         self._pool = ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("fork" if fork else "spawn"), initializer=_start,
             initargs=(model if fork else None, str(model_dir), str(device), use_ema))
