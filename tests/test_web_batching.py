@@ -486,3 +486,22 @@ def test_with_two_workers_two_batches_decode_at_once_and_share_the_queue():
 
     assert asyncio.run(scenario()) == (["1:a", "1:b", "1:c", "1:d"], ["1:e"])
     assert decoder.calls == [(1, ["a", "b"]), (1, ["c", "d"]), (1, ["e"])]
+
+
+@pytest.mark.parametrize("in_flight", [1, 2])
+def test_a_client_alone_does_not_wait_for_rejoiners(in_flight):
+    """The rejoin wait is for a crowd: one client that sends its next sentence as soon as it is answered
+    (nothing else queued when its batch was answered) goes at once, not after rejoin_s (here 20 s)."""
+    decoder = Decoder()
+    decoder.gate.set()
+
+    async def scenario():
+        with ThreadPoolExecutor(2) as pool:
+            batcher = Batcher(decoder, pool, max_batch=64, max_work=1000, max_wait_s=0.002, rejoin_s=20.0,
+                              capacity=10, in_flight=in_flight)
+            start = time.monotonic()
+            results = [await batcher.translate(1, [text], [1]) for text in "abc"]  # awaited here, in this task
+            return results, time.monotonic() - start
+
+    results, seconds = asyncio.run(scenario())
+    assert results == [["1:a"], ["1:b"], ["1:c"]] and seconds < 30  # 40 s with the rejoin waits

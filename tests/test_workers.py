@@ -92,6 +92,16 @@ def test_a_dead_worker_is_a_clear_error(transformer_dir):
         translator.translate(SENTENCES, beam=2)
 
 
+def test_a_pool_shut_down_by_another_thread_is_a_clear_error(transformer_dir):
+    """The server runs one batch per worker from two threads: when one finds a worker dead and closes the
+    pool, the other's next call must get the same clear error, not the executor's RuntimeError."""
+    translator = Translator.from_pretrained(transformer_dir, workers=2)
+    translator.pool._pool.shutdown()  # as _died does from the other thread, before it clears the attribute
+    with pytest.raises(AiaynError, match="worker processes were closed"):
+        translator.translate(SENTENCES, beam=2)
+    translator.close()
+
+
 @pytest.mark.parametrize("end", ["SIGKILL", "SIGTERM"])
 def test_workers_end_when_their_parent_dies(transformer_dir, tmp_path, end):
     """A process that dies without closing its pool (killed; `aiayn serve` stopped with SIGTERM, which

@@ -30,15 +30,16 @@ _model = None  # the worker process's model (set by _start)
 PARENT_CHECK_S = 0.5  # how often a worker looks for its parent
 
 
-def _start(model, model_dir: str, device: str, use_ema: bool) -> None:
+def _start(model, model_dir: str, device: str, use_ema: bool, parent: int) -> None:
     """Runs once in each worker process: one torch thread (forked from a process that used several, torch
     must not enter its OpenMP pool: DataLoader's workers do the same), and the model: the parent's, shared
     copy-on-write when forked, else loaded from model_dir."""
     global _model
+    # the parent's pid as the parent saw it: one that died while this worker started is noticed too
+    threading.Thread(target=_exit_with, args=(parent,), name="aiayn-parent-watch", daemon=True).start()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the caller ends us
     import torch
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the caller ends us
-    threading.Thread(target=_exit_with, args=(os.getppid(),), name="aiayn-parent-watch", daemon=True).start()
     torch.set_num_threads(1)
     if model is None:
         from aiayn.checkpoint import load_checkpoint
@@ -53,7 +54,8 @@ def _exit_with(parent: int, every_s: float = PARENT_CHECK_S) -> None:
     """Ends this worker once its parent is gone. A parent that dies without shutting the pool down (killed,
     out of memory, or `aiayn serve` stopped by SIGTERM: uvicorn re-raises the signal after its graceful
     shutdown, so no exit hook runs) leaves its workers waiting on their task queue for ever, each holding
-    a model's memory (seen: 14 such workers, 5 GB, after a series of bench/serve_batching.py runs)."""
+    a model's memory (seen: 14 such workers, 5 GB, after a series of bench/serve_batching.py runs). POSIX
+    only: on Windows getppid() stays the same when the parent dies, so there this watch never fires."""
     while os.getppid() == parent:
         time.sleep(every_s)
     os._exit(0)
@@ -76,6 +78,10 @@ def _search(sources: list[list[int]], params, prefixes: list[list[int]]) -> list
         return beam_search(_model, pad_batch(sources, params.pad_id, device), params, prefixes)
 
 
+def _closed() -> AiaynError:
+    return AiaynError("the decoding worker processes were closed (Translator.close, or one died): load the model again")
+
+
 class WorkerPool:
     """`workers` processes, each decoding one batch at a time with the model.
 
@@ -87,11 +93,13 @@ class WorkerPool:
     def __init__(self, *, model, model_dir: Path, workers: int, device: str = "cpu", use_ema: bool = False,
                  start_method: str | None = None):
         """start_method: "fork" or "spawn" (default: fork on Linux, spawn elsewhere; tests spawn on Linux)."""
+        if start_method not in (None, "fork", "spawn"):
+            raise ValueError(f"start_method {start_method!r}: give \"fork\", \"spawn\" or None")
         self.workers = workers
         fork = (start_method or ("fork" if sys.platform.startswith("linux") else "spawn")) == "fork"
         self._pool = ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("fork" if fork else "spawn"), initializer=_start,
-            initargs=(model if fork else None, str(model_dir), str(device), use_ema))
+            initargs=(model if fork else None, str(model_dir), str(device), use_ema, os.getpid()))
         # Shut down (and wait for the executor's manager thread) when this pool is collected: an executor
         # merely dropped shuts down on that thread while the interpreter may be exiting, and Python 3.11's
         # exit hook then writes to the thread's closed pipe ("OSError: Bad file descriptor", seen in a run).
@@ -129,17 +137,19 @@ class WorkerPool:
         """Batches of source ids (each a list of sentences) and their prefixes -> per batch, per sentence its
         n-best Hypotheses, in the order given. The longest batches start first; on an error (e.g. the time
         budget) the batches not started are cancelled and the error is raised."""
-        if self._pool is None:
-            raise AiaynError("the decoding worker processes were closed (Translator.close, or one died): load the "
-                             "model again")
+        pool = self._pool  # one read: a server's other batch thread may close it meanwhile
+        if pool is None:
+            raise _closed()
         order = sorted(range(len(batches)), key=lambda b: -len(batches[b]) * max(map(len, batches[b])))
         futures: dict[int, Future] = {}
         try:
             for b in order:
-                futures[b] = self._pool.submit(_search, batches[b], params, prefixes[b])
+                futures[b] = pool.submit(_search, batches[b], params, prefixes[b])
             return [self._result(futures[b]) for b in range(len(batches))]
         except BrokenProcessPool:  # at submit: an earlier call found a worker dead
             raise self._died() from None
+        except RuntimeError as err:  # at submit: "cannot schedule new futures after shutdown"
+            raise _closed() from err
         finally:
             for future in futures.values():
                 future.cancel()

@@ -56,6 +56,7 @@ class Batcher:
         self.admitted = 0  # sentences queued or decoding (tests watch it)
         self._driver: asyncio.Task | None = None
         self._wake: asyncio.Future | None = None  # set when items arrive while the driver waits
+        self._rejoin: list[float] = []  # a rejoin deadline for each slot freed while requests waited
 
     async def translate(self, key: Hashable, texts: list[str], works: list[int]) -> list:
         """The results of `texts`, decoded with the options `key`, in order; Busy at once if they do not
@@ -94,37 +95,35 @@ class Batcher:
     async def _drive(self) -> None:
         loop = asyncio.get_running_loop()
         running: set[asyncio.Task] = set()  # at most in_flight batches
-        rejoin_until = 0.0
+        self._rejoin = []
         try:
             while self.queue or running:
-                timeout = None  # every slot busy, or nothing queued: until a batch ends or items arrive
-                if self.queue and len(running) < self.in_flight:
-                    # the model was idle: a moment for company; or a batch just ended while others waited: a
-                    # moment for its clients to come back; a full batch goes at once
-                    timeout = max(self.queue[0].arrival + self.max_wait_s, rejoin_until) - loop.time()
+                timeout, free = None, self.in_flight - len(running)  # None: until a batch ends or items arrive
+                if self.queue and free:
+                    # the model was idle: a moment for company; or this slot's batch just ended while others
+                    # waited: a moment for its clients to come back (a slot freed with nothing queued has no
+                    # such wait); a full batch goes at once
+                    rejoin = min(self._rejoin) if len(self._rejoin) >= free else 0.0
+                    timeout = max(self.queue[0].arrival + self.max_wait_s, rejoin) - loop.time()
                     if timeout <= 0 or len(self.queue) >= self.max_batch:
+                        if rejoin:
+                            self._rejoin.remove(rejoin)
                         # free slots share the queue: 32 requests at once on 2 idle workers are 2 batches of 16
-                        share = -(-len(self.queue) // (self.in_flight - len(running)))
+                        share = -(-len(self.queue) // free)
                         running.add(loop.create_task(self._run(self._take(self.queue[0].key, share))))
                         continue
                 self._wake = loop.create_future()
                 done, _ = await asyncio.wait(running | {self._wake}, timeout=timeout,
                                              return_when=asyncio.FIRST_COMPLETED)
                 self._wake.cancel()  # a no-op when it woke us
-                ended = done & running
-                running -= ended
-                # Requests still queued mean concurrent clients. The ones just answered often send their next
-                # sentence at once (a document sent sentence by sentence); without waiting for them, the
-                # clients split into two groups that alternate in half-size batches, and smaller batches
-                # decode slower.
-                if ended and self.queue:
-                    rejoin_until = loop.time() + self.rejoin_s
+                running -= done
         finally:  # cancelled (the event loop is closing): the batches running are answered by their tasks
             for task in running:
                 task.cancel()
 
     async def _run(self, batch: list[Item]) -> None:
-        """Decode one batch on the executor and answer its requests."""
+        """Decode one batch on the executor, answer its requests, and, when others wait, give its slot a
+        rejoin deadline."""
         loop = asyncio.get_running_loop()
         try:
             outcomes = await loop.run_in_executor(self.executor, self._decode_each, batch[0].key,
@@ -135,6 +134,12 @@ class Batcher:
         except Exception as err:  # the executor was shut down: the server is stopping
             outcomes = [err] * len(batch)
         self._settle(batch, outcomes)
+        # Requests still queued mean concurrent clients. The ones just answered often send their next
+        # sentence at once (a document sent sentence by sentence); without waiting for them, the clients split
+        # into two groups that alternate in half-size batches, and smaller batches decode slower. Decided
+        # here, as the batch is answered: a client that was quicker than that is not a crowd.
+        if self.queue:
+            self._rejoin.append(loop.time() + self.rejoin_s)
 
     def _take(self, key: Hashable, size: int) -> list[Item]:
         """The next batch: the oldest item and the queued items with its key, oldest first, within the
