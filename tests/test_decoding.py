@@ -177,9 +177,12 @@ def test_no_repeat_ngram_size_bans_a_repeated_token():
 def test_block_candidates_equal_a_full_topk():
     g = torch.Generator().manual_seed(0)
     for B, G, V in ((3, 4, 2000), (2, 1, 1300), (2, 2, 1024), (5, 3, 64)):  # blocks with and without overhang; all
-        log_probs = torch.log_softmax(torch.randn(B, G, V, generator=g), -1)
-        scores = torch.randn(B, G, generator=g)
-        values, origin, token = top_candidates(log_probs, scores, 2 * G)
-        expected, index = (scores[:, :, None] + log_probs).view(B, G * V).topk(2 * G, dim=1)
-        torch.testing.assert_close(values, expected)
-        assert torch.equal(origin * V + token, index)
+        for boost in (0.0, 6.0):  # 6: a token of the partial last block wins, and one just before that block
+            log_probs = torch.randn(B, G, V, generator=g)
+            log_probs[:, :, [V - 3, V // 128 * 128 - 5]] += boost
+            log_probs = torch.log_softmax(log_probs, -1)
+            scores = torch.randn(B, G, generator=g)
+            values, origin, token = top_candidates(log_probs, scores, 2 * G)
+            expected, index = (scores[:, :, None] + log_probs).view(B, G * V).topk(2 * G, dim=1)
+            torch.testing.assert_close(values, expected)
+            assert torch.equal(origin * V + token, index)
