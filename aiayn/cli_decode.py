@@ -16,9 +16,8 @@ COMPUTE_HELP = ("with --engine ct2: CTranslate2's compute type, e.g. float32, in
                 "(default: CTranslate2's default for the device)")
 WORKERS_HELP = ("batches decoded side by side on CPU, each on one core: worker processes of one thread for the "
                 "native engine (forked on Linux: they share the model's memory), CTranslate2's inter_threads for "
-                "ct2; the cores are the "
-                "usual choice for a file (default: 1, this process alone; interactive input decodes one line "
-                "at a time, so more than one gains nothing there)")
+                "ct2; the cores are the usual choice for a file (default: 1, this process alone; interactive "
+                "input decodes one line at a time, so more than one gains nothing there)")
 EARLY_HELP = ("end a sentence's beam search at beam-size finished hypotheses (fairseq's and CTranslate2's rule: "
               "fewer steps); --no-early-stopping goes on while a live hypothesis could still win (default: the "
               "model's decode.early_stopping, false; on with --engine ct2)")
@@ -134,7 +133,7 @@ def add_parsers(sub) -> None:
                         "\"attention\": false, /api/translate_batch): no page, no maps (default: native)")
     p.add_argument("--compute-type", default=None, help=COMPUTE_HELP)
     p.add_argument("--workers", type=int, default=1, help="worker processes of one torch thread (forked on Linux: "
-                   "they share the model's memory) between which each batch of concurrent plain requests is split; "
+                   "they share the model's memory), each decoding a batch of concurrent plain requests of its own; "
                    "attention maps and sampling stay in the server's process; with --engine ct2, CTranslate2's "
                    "inter_threads (default: 1, the server's process alone)")
 

@@ -261,7 +261,7 @@ class Translator:
                               no_repeat_ngram_size=no_repeat_ngram_size, early_stopping=early_stopping,
                               return_attention=return_attention, deadline=deadline)
         pooled = self.pool is not None and not return_attention  # maps come from this process's model
-        parallel = self.parallel_batches if pooled or self.ct2 is not None else 1
+        parallel = 1 if return_attention else self.parallel_batches
         if spread and parallel > 1 and max_tokens is None and sources:  # every worker busy to the end
             batch_size = even_batch_size(len(sources), batch_size, parallel)
         if self.ct2 is not None:

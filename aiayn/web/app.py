@@ -372,7 +372,8 @@ NO_PAGE = ("no page here: this server runs --engine ct2, and the page shows atte
 
 def create_app(translator, limits: Limits = Limits()) -> FastAPI:
     engine = getattr(translator, "engine", "native")  # ct2: the plain endpoints only (no maps, no page)
-    # one worker pool for every model job: the batches and the single jobs take turns on the model
+    # one thread for every job on this process's model: maps, steps, sampling, and plain batches when the
+    # model decodes here; they take turns on it
     pool = ThreadPoolExecutor(max_workers=limits.running, thread_name_prefix="aiayn-decode")
     admission = Admission(pool, limits.running + limits.waiting)
     # Plain batches go to the translator's worker processes (or CTranslate2's inter_threads) when it has
