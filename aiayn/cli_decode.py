@@ -18,6 +18,9 @@ WORKERS_HELP = ("batches decoded side by side on CPU, each on one core: worker p
                 "native engine (forked on Linux: they share the model's memory), CTranslate2's inter_threads for "
                 "ct2; the cores are the usual choice for a file (default: 1, this process alone; interactive "
                 "input decodes one line at a time, so more than one gains nothing there)")
+COMPILE_HELP = ("native engine on CPU: beam search takes a decoding step compiled by torch.compile (needs a C++ "
+                "compiler; compiling takes about 40 s as the model loads, in each worker); faster at small batches, "
+                "and in the tail of large ones (BENCHMARKS.md) (default: off)")
 EARLY_HELP = ("end a sentence's beam search at beam-size finished hypotheses (fairseq's and CTranslate2's rule: "
               "fewer steps); --no-early-stopping goes on while a live hypothesis could still win (default: the "
               "model's decode.early_stopping, false; on with --engine ct2)")
@@ -37,6 +40,7 @@ def _add_engine(p) -> None:
     p.add_argument("--engine", choices=["native", "ct2"], default="native", help=ENGINE_HELP)
     p.add_argument("--compute-type", default=None, help=COMPUTE_HELP)
     p.add_argument("--workers", type=int, default=1, help=WORKERS_HELP)
+    p.add_argument("--compile", action="store_true", help=COMPILE_HELP)
 
 
 def add_parsers(sub) -> None:
@@ -136,6 +140,7 @@ def add_parsers(sub) -> None:
                    "they share the model's memory), each decoding a batch of concurrent plain requests of its own; "
                    "attention maps and sampling stay in the server's process; with --engine ct2, CTranslate2's "
                    "inter_threads (default: 1, the server's process alone)")
+    p.add_argument("--compile", action="store_true", help=COMPILE_HELP)
 
 
 def check_output_file(path: str, inputs=(), model_dirs=()) -> None:
@@ -180,7 +185,7 @@ def _load_translator(args, path: str):
     from aiayn.decoding.translator import Translator
 
     return Translator.from_pretrained(path, args.device, engine=args.engine, compute_type=args.compute_type,
-                                      workers=args.workers)
+                                      workers=args.workers, compile=args.compile)
 
 
 def _check_decode_args(translator, args, n_best: int, batch_size: int) -> None:
@@ -244,8 +249,9 @@ def cmd_translate(args) -> int:
                          f"the samples come from its model): drop --workers {args.workers}")
     check_controls(args.min_length, args.no_repeat_ngram_size, args.max_tokens)
     prefixes = read_lines(args.target_prefix) if args.target_prefix else None
+    lines = read_lines(args.input) if args.input else None  # a bad file fails before a model loads (or compiles)
     translator = _load_translator(args, args.model)
-    _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading any input
+    _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading stdin
 
     def decode(lines: list[str], first_line: int = 0) -> list:
         """first_line: where `lines` start in the whole input (interactive mode decodes one at a time)."""
@@ -266,7 +272,7 @@ def cmd_translate(args) -> int:
         return _render(result, args.n_best, word_alignment(result, translator) if args.alignment else None)
 
     if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
-        lines = read_lines(args.input) if args.input else list(iter_stream_lines(sys.stdin.buffer))
+        lines = lines if args.input else list(iter_stream_lines(sys.stdin.buffer))
         if prefixes is not None and len(prefixes) != len(lines):
             raise AiaynError(f"--target-prefix {args.target_prefix} has {len(prefixes)} lines for "
                              f"{len(lines)} input lines: give one line per input line (a blank one: no prefix)")
@@ -408,7 +414,7 @@ def cmd_serve(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     translator = Translator.from_pretrained(args.model, engine=args.engine, compute_type=args.compute_type,
-                                            workers=args.workers)
+                                            workers=args.workers, compile=args.compile)
     uvicorn.run(create_app(translator), host=args.host, port=args.port)
     return 0
 

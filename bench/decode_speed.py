@@ -5,7 +5,9 @@ slower in a process that has loaded torch), several times; the table gives the m
 
 Layouts: aiayn with 1 and 2 torch threads; 2 processes of 1 thread each translating half of the
 sentences at the same time; `Translator(workers=2)`, whose 2 worker processes of 1 thread each take the
-batches of one call as they free up (aiayn.decoding.workers); CTranslate2 with intra_threads 1 and 2, and
+batches of one call as they free up (aiayn.decoding.workers); the last two again with the decoding step
+compiled (`Translator(compile=True)`, aiayn.decoding.compiled; compiling happens before the clock starts,
+tens of seconds per process, and is not counted); CTranslate2 with intra_threads 1 and 2, and
 inter_threads 2 x intra 1 (two batches at a time).
 Same beam, same length limit a * |src| + b, <pad> and <s> never output.
 The search: by default aiayn's own (GNMT's length penalty; a sentence goes on while a live hypothesis could
@@ -33,6 +35,8 @@ LAYOUTS = {  # name -> (engine, settings)
     "aiayn 2 threads": ("aiayn", {"threads": 2, "procs": 1}),
     "aiayn 2 procs x 1 thread": ("aiayn", {"threads": 1, "procs": 2}),
     "aiayn 2 workers x 1 thread": ("aiayn", {"threads": 1, "procs": 1, "workers": 2}),
+    "aiayn compiled 1 thread": ("aiayn", {"threads": 1, "procs": 1, "compile": True}),
+    "aiayn compiled 2 workers": ("aiayn", {"threads": 1, "procs": 1, "workers": 2, "compile": True}),
     "ct2 intra 1": ("ct2", {"intra": 1, "inter": 1, "procs": 1}),
     "ct2 intra 2": ("ct2", {"intra": 2, "inter": 1, "procs": 1}),
     "ct2 inter 2 x intra 1": ("ct2", {"intra": 1, "inter": 2, "procs": 1}),
@@ -82,7 +86,7 @@ def aiayn_worker(args) -> dict:
 
     torch.set_num_threads(args.threads)
     sources = shard(load_sources(args), args)
-    translator = Translator.from_pretrained(args.model, workers=args.workers)  # workers: started and loaded
+    translator = Translator.from_pretrained(args.model, workers=args.workers, compile=args.compile)  # started, loaded
     translator.translate(sources[:8], beam=args.beam)  # warm-up
     wait_for_start(args)
     start = time.perf_counter()
@@ -144,6 +148,7 @@ def run_layout(args, name: str, batch: tuple[int, int], job: str) -> dict:
         base += ["--data-dir", args.data_dir]
     if engine == "aiayn":
         base += ["--threads", str(settings["threads"]), "--workers", str(settings.get("workers", 1))]
+        base += ["--compile"] if settings.get("compile") else []
         base += ["--same-search"] if args.same_search else []
     else:
         base += ["--intra", str(settings["intra"]), "--inter", str(settings["inter"])]
@@ -187,6 +192,7 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--intra", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--inter", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)

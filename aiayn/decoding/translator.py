@@ -106,26 +106,31 @@ def even_batch_size(n: int, batch_size: int, workers: int) -> int:
 
 class Translator:
     def __init__(self, model, tokenizer, decode_cfg, device="cpu", model_dir: Path | None = None, *,
-                 ct2=None, pool=None):
+                 ct2=None, pool=None, compiled=None):
         """ct2: a loaded aiayn.decoding.ct2_engine.CT2Engine to decode with (None: the native engine).
         pool: an aiayn.decoding.workers.WorkerPool that runs the native engine's beam searches (None: this
-        process runs them). The model is kept either way: its size limits, its arch, inspection (aiayn
-        attention, /api/step), attention maps."""
+        process runs them). compiled: an aiayn.decoding.compiled.CompiledDecoder of the model, whose compiled
+        step this process's beam searches use (not those with attention maps). The model is kept either way:
+        its size limits, its arch, inspection (aiayn attention, /api/step), attention maps."""
         self.model, self.tokenizer, self.decode_cfg = model.eval(), tokenizer, decode_cfg
         self.device = torch.device(device)
         self.model_dir = model_dir
         self.ct2 = ct2
         self.pool = pool
+        self.compiled = compiled
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", use_ema: bool = False, *,
-                        engine: str = "native", compute_type: str | None = None, workers: int = 1) -> "Translator":
+                        engine: str = "native", compute_type: str | None = None, workers: int = 1,
+                        compile: bool = False) -> "Translator":
         """engine: "native" or "ct2"; compute_type (ct2 only): a CTranslate2 compute type, e.g. float32,
         int8 (default: CTranslate2's default for the device, the export's float32 on CPU). workers: batches
         decoded at once on a CPU, each on one core: CTranslate2's inter_threads, or for the native engine
         that many worker processes (aiayn.decoding.workers; close() ends them); 1: this process alone.
-        Also sets glibc to reuse freed memory in this process (aiayn.device.keep_freed_memory): decoding
-        is faster."""
+        compile: beam searches (without attention maps) take a compiled decoding step
+        (aiayn.decoding.compiled: faster at small batches), compiled here and in each worker before this
+        returns (tens of seconds). Also sets glibc to reuse freed memory in this process
+        (aiayn.device.keep_freed_memory): decoding is faster."""
         from aiayn.checkpoint import load_checkpoint, resolve_model_dir
         from aiayn.device import keep_freed_memory, resolve_device
 
@@ -135,6 +140,9 @@ class Translator:
             raise AiaynError(f"--compute-type {compute_type} applies to --engine ct2 only (the native engine "
                              f"decodes in the model's own precision)")
         check_workers(workers)
+        if compile and engine != "native":
+            raise AiaynError("--compile compiles the native engine's decoding step; CTranslate2 is compiled "
+                             "already: drop --compile, or use --engine native")
         device = resolve_device(device)
         if workers > 1 and device.type != "cpu":
             raise AiaynError(f"--workers {workers} runs batches side by side on CPU cores; on {device} use one "
@@ -152,12 +160,23 @@ class Translator:
             ct2 = load_engine(model_dir, lambda: (model.cpu(), cfg, tokenizer), tokenizer, device, compute_type,
                               use_ema, inter_threads=workers)
             model.to(device)
+        compiled = None
+        if compile:
+            from aiayn.decoding.compiled import check_compilable
+
+            check_compilable(model, device)
         pool = None
         if engine == "native" and workers > 1:
             from aiayn.decoding.workers import WorkerPool
 
-            pool = WorkerPool(model=model, model_dir=model_dir, workers=workers, device=str(device), use_ema=use_ema)
-        return cls(model, tokenizer, cfg.decode, device, model_dir, ct2=ct2, pool=pool)
+            pool = WorkerPool(model=model, model_dir=model_dir, workers=workers, device=str(device), use_ema=use_ema,
+                              compile=compile)
+        elif compile:
+            from aiayn.decoding.compiled import CompiledDecoder
+
+            compiled = CompiledDecoder(model)
+            compiled.warm_up(cfg.decode.beam)
+        return cls(model, tokenizer, cfg.decode, device, model_dir, ct2=ct2, pool=pool, compiled=compiled)
 
     def close(self) -> None:
         """Ends the worker processes, if any (they also end when this process exits)."""
@@ -282,8 +301,9 @@ class Translator:
     def _search_here(self, sources: list[list[int]], params: SearchParams, prefixes: list[list[int]]) -> list:
         """One batch's beam search in this process -> per sentence its n-best Hypotheses."""
         src = pad_batch(sources, self.tokenizer.pad_id, self.device)
+        model = self.compiled if self.compiled is not None and not params.return_attention else self.model
         with torch.inference_mode():
-            return beam_search(self.model, src, params, prefixes)
+            return beam_search(model, src, params, prefixes)
 
     def _prefix_ids(self, target_prefix: list[str] | None, filled: list[int], max_output_len: int) -> list[list[int]]:
         """Target ids of each non-blank sentence's prefix ([] for none), each checked to fit the output."""

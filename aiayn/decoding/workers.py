@@ -34,10 +34,11 @@ _model = None  # the worker process's model (set by _start)
 PARENT_CHECK_S = 0.5  # how often a worker looks for its parent
 
 
-def _start(model, model_dir: str, device: str, use_ema: bool, parent: int) -> None:
+def _start(model, model_dir: str, device: str, use_ema: bool, parent: int, compile: bool = False) -> None:
     """Runs once in each worker process: one torch thread (forked from a process that used several, torch
     must not enter its OpenMP pool: DataLoader's workers do the same), and the model: the parent's, shared
-    copy-on-write when forked, else loaded from model_dir."""
+    copy-on-write when forked, else loaded from model_dir; with `compile`, its compiled decoding step
+    (aiayn.decoding.compiled), compiled here before the worker takes a batch."""
     global _model
     # the parent's pid as the parent saw it: one that died while this worker started is noticed too
     threading.Thread(target=_exit_with, args=(parent,), name="aiayn-parent-watch", daemon=True).start()
@@ -52,6 +53,11 @@ def _start(model, model_dir: str, device: str, use_ema: bool, parent: int) -> No
         keep_freed_memory()
         model, _, _ = load_checkpoint(Path(model_dir), device, use_ema)
     _model = model.eval()
+    if compile:
+        from aiayn.decoding.compiled import CompiledDecoder
+
+        _model = CompiledDecoder(_model)
+        _model.warm_up()  # the model's beam; others compile when first asked for
 
 
 def _exit_with(parent: int, every_s: float = PARENT_CHECK_S) -> None:
@@ -75,9 +81,10 @@ def _search(sources: list[list[int]], params, prefixes: list[list[int]]) -> list
     import torch
 
     from aiayn.decoding.beam import beam_search
+    from aiayn.decoding.compiled import CompiledDecoder
     from aiayn.decoding.translate_batch import pad_batch
 
-    device = next(_model.parameters()).device
+    device = torch.device("cpu") if isinstance(_model, CompiledDecoder) else next(_model.parameters()).device
     with torch.inference_mode():
         return beam_search(_model, pad_batch(sources, params.pad_id, device), params, prefixes)
 
@@ -95,8 +102,9 @@ class WorkerPool:
     `if __name__ == "__main__":`."""
 
     def __init__(self, *, model, model_dir: Path, workers: int, device: str = "cpu", use_ema: bool = False,
-                 start_method: str | None = None):
-        """start_method: "fork" or "spawn" (default: fork on Linux, spawn elsewhere; tests spawn on Linux)."""
+                 start_method: str | None = None, compile: bool = False):
+        """start_method: "fork" or "spawn" (default: fork on Linux, spawn elsewhere; tests spawn on Linux).
+        compile: each worker decodes with a compiled step (aiayn.decoding.compiled), compiled as it starts."""
         if start_method not in (None, "fork", "spawn"):
             raise ValueError(f"start_method {start_method!r}: give \"fork\", \"spawn\" or None")
         self.workers = workers
@@ -106,7 +114,7 @@ class WorkerPool:
             gc.freeze()  # or in a worker, where walking them also copies the pages the worker shares
         self._pool = ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("fork" if fork else "spawn"), initializer=_start,
-            initargs=(model if fork else None, str(model_dir), str(device), use_ema, os.getpid()))
+            initargs=(model if fork else None, str(model_dir), str(device), use_ema, os.getpid(), compile))
         # Shut down (and wait for the executor's manager thread) when this pool is collected: an executor
         # merely dropped shuts down on that thread while the interpreter may be exiting, and Python 3.11's
         # exit hook then writes to the thread's closed pipe ("OSError: Bad file descriptor", seen in a run).

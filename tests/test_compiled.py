@@ -1,0 +1,153 @@
+"""The compiled decoding step (aiayn.decoding.compiled): the eager step's numbers, step by step and through
+beam search, also where a search switches from the eager step to it, with its cache grown and sentences
+leaving; the decoders of two models kept apart; the refusals. Compiling takes a few seconds a graph."""
+
+import os
+
+import pytest
+import torch
+
+import aiayn.decoding.compiled as compiled_module
+from aiayn.checkpoint import load_checkpoint
+from aiayn.cli import main
+from aiayn.decoding.compiled import CompiledDecoder, check_compilable
+from aiayn.decoding.translator import Translator
+from aiayn.errors import AiaynError
+
+SENTENCES = ["forty five", "three hundred twenty one", "nine", "", "seven hundred", "twelve", "eighty eight"]
+
+
+@pytest.fixture
+def one_thread():
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def model(transformer_dir):
+    return load_checkpoint(transformer_dir, torch.device("cpu"))[0].eval()
+
+
+def _source(model, B=3, S=7):
+    src = torch.randint(4, model.tgt_embed.weight.size(0), (B, S), generator=torch.Generator().manual_seed(3))
+    src[1, 4:] = model.pad_id  # a padded sentence: the source mask matters
+    return src
+
+
+@pytest.mark.parametrize("max_rows", [1000, 6])
+@torch.inference_mode()
+def test_steps_equal_the_eager_steps(model, max_rows, monkeypatch, one_thread):
+    """3 sentences, 3 beams: 9 rows reordered at random within each sentence at every step, sentence 1 leaves
+    after step 4, the cache grows every 4 positions. With max_rows 6 the search switches to the compiled
+    step only then (6 rows), from an eager state with a pending selection and 5 positions cached."""
+    monkeypatch.setattr(compiled_module, "CAPACITY_STEP", 4)
+    decoder = CompiledDecoder(model, max_rows=max_rows)
+    src = _source(model)
+    memory, _ = model.encode(src)
+    eager, fast = model.init_state(memory, src), decoder.init_state(memory, src)
+    tokens, K, kinds = torch.tensor([1, 1, 1]), 3, set()
+    gen = torch.Generator().manual_seed(0)
+    for t in range(11):
+        expected, eager, _ = model.decode_step(tokens, eager)
+        got, fast, maps = decoder.decode_step(tokens, fast)
+        kinds.add(type(fast).__name__)
+        assert maps is None
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        B = len(tokens) // (1 if t == 0 else K)
+        sentences = torch.tensor([0, 2]) if t == 4 else None
+        kept = [0, 2] if t == 4 else range(B)
+        rows = torch.cat([b * (1 if t == 0 else K) + torch.randint(0, 1 if t == 0 else K, (K,), generator=gen)
+                          for b in kept])
+        eager, fast = eager.select(rows, sentences), fast.select(rows, sentences)
+        tokens = torch.randint(4, 100, (len(rows),), generator=gen)
+    assert kinds == ({"TransformerState", "CompiledState"})  # both steps were compared
+
+
+def test_beam_search_gives_the_eager_outputs(transformer_dir, one_thread):
+    alone, fast = Translator.from_pretrained(transformer_dir), Translator.from_pretrained(transformer_dir, compile=True)
+    assert fast.compiled is not None
+    for options in (dict(beam=4, n_best=2, batch_size=1), dict(beam=4, batch_size=3),
+                    dict(beam=4, min_length=2, no_repeat_ngram_size=2, target_prefix=["1"] * len(SENTENCES))):
+        want, got = alone.translate(SENTENCES, **options), fast.translate(SENTENCES, **options)
+        assert [r.text for r in got] == [r.text for r in want]
+        assert [r.score for r in got] == pytest.approx([r.score for r in want], abs=1e-5)
+    maps = fast.translate(SENTENCES[:2], return_attention=True)  # maps: the model's own step
+    assert [r.text for r in maps] == [r.text for r in alone.translate(SENTENCES[:2])]
+
+
+def test_two_models_never_share_a_graph(model, one_thread):
+    """The weights are not guarded (each call would check ~100 tensors): a second model, same shapes, must
+    still get its own graph and its own numbers."""
+    other = type(model)(**_same_shape(model)).eval()
+    with torch.inference_mode():
+        _compare_two(model, other)
+
+
+def _compare_two(model, other):
+    src = _source(model, B=2)
+    outputs = []
+    for m in (model, other):
+        decoder = CompiledDecoder(m, max_rows=1000)
+        state = decoder.init_state(m.encode(src)[0], src)
+        for t in range(2):
+            log_probs, state, _ = decoder.decode_step(torch.tensor([1, 1] if t == 0 else [5, 6]), state)
+        outputs.append(log_probs)
+        expected_state = m.init_state(m.encode(src)[0], src)
+        for t in range(2):
+            expected, expected_state, _ = m.decode_step(torch.tensor([1, 1] if t == 0 else [5, 6]), expected_state)
+        torch.testing.assert_close(log_probs, expected, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(outputs[0], outputs[1])
+
+
+def _same_shape(model) -> dict:
+    layer = model.decoder_layers[0]
+    return dict(src_vocab_size=model.src_embed.weight.size(0), tgt_vocab_size=model.tgt_embed.weight.size(0),
+                pad_id=model.pad_id, d_model=model.d_model, n_heads=layer.self_attn.n_heads,
+                d_ff=layer.ffn.w_1.weight.size(0), n_encoder_layers=len(model.encoder_layers),
+                n_decoder_layers=len(model.decoder_layers), dropout=0.0)
+
+
+def test_what_it_does_not_cover_is_refused(model, rnn_dir, transformer_dir, monkeypatch):
+    rnn = load_checkpoint(rnn_dir, torch.device("cpu"))[0]
+    with pytest.raises(AiaynError, match="RNN model decodes without it"):
+        check_compilable(rnn, torch.device("cpu"))
+    with pytest.raises(AiaynError, match="on cuda decode without it"):
+        check_compilable(model, torch.device("cuda"))
+    with pytest.raises(AiaynError, match="float32 models"):
+        check_compilable(model.to(torch.bfloat16), torch.device("cpu"))
+    model.float()
+    monkeypatch.setattr(compiled_module.shutil, "which", lambda name: None)
+    with pytest.raises(AiaynError, match="needs a C\\+\\+ compiler"):
+        check_compilable(model, torch.device("cpu"))
+    with pytest.raises(AiaynError, match="CTranslate2 is compiled already"):
+        Translator.from_pretrained(transformer_dir, engine="ct2", compile=True)
+
+
+def test_cli_checks_the_input_before_compiling(transformer_dir, tmp_path, capsys, monkeypatch):
+    """A bad --input fails at once, not after the model compiled (tens of seconds)."""
+    monkeypatch.setattr(CompiledDecoder, "__init__", lambda *a, **k: pytest.fail("compiled before the input was read"))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert main(["translate", "--model", str(transformer_dir), "--compile", "--input", str(empty)]) == 2
+    assert "empty" in capsys.readouterr().err
+
+
+def test_workers_decode_with_the_compiled_step(transformer_dir, tmp_path, monkeypatch, one_thread):
+    """Each worker compiles its own step as it starts. The forked workers inherit this patch: each process
+    that takes a compiled step leaves its pid in tmp_path."""
+    step = CompiledDecoder.decode_step
+
+    def noted(self, *args, **kwargs):
+        (tmp_path / str(os.getpid())).touch()
+        return step(self, *args, **kwargs)
+
+    alone = Translator.from_pretrained(transformer_dir)
+    monkeypatch.setattr(CompiledDecoder, "decode_step", noted)
+    with Translator.from_pretrained(transformer_dir, workers=2, compile=True) as pooled:
+        for path in tmp_path.iterdir():  # the warm-up's steps
+            path.unlink()
+        got = pooled.translate(SENTENCES, beam=4, batch_size=2)
+    steppers = {int(p.name) for p in tmp_path.iterdir()}
+    assert steppers and os.getpid() not in steppers
+    want = alone.translate(SENTENCES, beam=4, batch_size=2)
+    assert [r.text for r in got] == [r.text for r in want]
+    assert [r.score for r in got] == pytest.approx([r.score for r in want], abs=1e-5)
