@@ -224,9 +224,12 @@ def main() -> None:
         for name in layouts:
             engine = LAYOUTS[name][0]
             runs = [run_layout(args, name, batch, job) for _ in range(args.repeats)]
-            outputs.setdefault((engine, label), runs[0]["outputs"])  # the engine's first layout's outputs
+            first = outputs.setdefault((engine, label), runs[0]["outputs"])  # the engine's first layout's outputs
             sent, tok = [r["sent_s"] for r in runs], [r["tok_s"] for r in runs]
-            print(f"{label:9s}  {name:26s} sentences/s {summary(sent)}   target tokens/s {summary(tok)}", flush=True)
+            same = sum(x == y for x, y in zip(first, runs[0]["outputs"], strict=True))  # e.g. compiled vs eager
+            print(f"{label:9s}  {name:26s} sentences/s {summary(sent)}   target tokens/s {summary(tok)}"
+                  + (f"   outputs as the first {engine} layout's: {same}/{len(first)}" if same < len(first) else ""),
+                  flush=True)
             if statistics.median(sent) > best.get((engine, label), (0, ""))[0]:
                 best[engine, label] = (statistics.median(sent), name)
     for label in dict.fromkeys(label for _, label in best):

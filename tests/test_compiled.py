@@ -66,6 +66,7 @@ def test_beam_search_gives_the_eager_outputs(transformer_dir, one_thread):
     alone, fast = Translator.from_pretrained(transformer_dir), Translator.from_pretrained(transformer_dir, compile=True)
     assert fast.compiled is not None
     for options in (dict(beam=4, n_best=2, batch_size=1), dict(beam=4, batch_size=3),
+                    dict(beam=1, batch_size=2),  # one row per sentence: the eager step (it failed to compile)
                     dict(beam=4, min_length=2, no_repeat_ngram_size=2, target_prefix=["1"] * len(SENTENCES))):
         want, got = alone.translate(SENTENCES, **options), fast.translate(SENTENCES, **options)
         assert [r.text for r in got] == [r.text for r in want]

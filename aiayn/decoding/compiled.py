@@ -8,20 +8,21 @@ and max-autotune makes the step one call of generated C++ kernels, with GEMM mic
 shapes (7 us for that product). Measured on the 12-minute Multi30k model, 4 rows: 1.63 ms a step eager,
 0.55-0.70 ms compiled (BENCHMARKS.md, issue 10, eighth session).
 
-The costs, why it is not the default: compiling takes tens of seconds the first time in a process (each
-worker process compiles its own), and needs a C++ compiler; at large batches (256 rows) the generated
-attention kernels were slower than torch's eager ones; and the numbers differ from the eager step in the
-last bits (another summation order), so where two hypotheses nearly tie the beam output can differ.
+The costs, why it is not the default: compiling takes 30-45 s as the model loads (two graphs: one for
+batches, one for a sentence alone), needs a C++ compiler, and is done again by every process (forked
+workers share their parent's); and the numbers differ from the eager step in the last bits (another
+summation order), so where two hypotheses nearly tie a beam output can differ (none did in 400 Multi30k
+sentences).
 
 Layout: the self-attention K and V of every layer in two tensors (L, R, H, C, d_head), C the capacity,
 grown by CAPACITY_STEP positions when full; the step reads positions 0..t through a mask. Sizes are
-symbolic (dynamic=True), so neither a new row count nor a larger capacity recompiles; sizes 1 are
-specialized by torch, so a batch's last sentence alone (4 rows of 1 sentence) makes a second graph. A
-pending row selection (beam search's reorder) is applied inside the next step, as the eager cache does.
-The cross-attention K/V (L, B', H, S, d_head) and the source mask as an additive bias (B', S) are kept
-per sentence and selected only when sentences leave the batch. Steps of more than MAX_ROWS rows run
-eagerly, and so does a search's first step; a search switches to the compiled step when its rows become
-few enough (its state converted).
+symbolic (dynamic=True) and neither duck-shaped nor specialized at 1, so neither a new row count nor a
+larger capacity recompiles. A pending row selection (beam search's reorder) is applied inside the next
+step, as the eager cache does. The cross-attention K/V (L, B', H, S, d_head) and the source mask as an
+additive bias (B', S) are kept per sentence and selected only when sentences leave the batch. Steps of
+more than MAX_ROWS rows run eagerly (at 256 rows the generated attention kernels were slower than
+torch's), and so do steps of one row per sentence (a search's first; beam 1); a search switches to the
+compiled step when its rows become few enough, its state converted.
 """
 
 import math
@@ -31,6 +32,7 @@ import warnings
 from dataclasses import dataclass
 
 import torch
+import torch._inductor.exc
 import torch.fx.experimental._config
 from torch.nn import functional as F
 
@@ -131,14 +133,15 @@ class CompiledDecoder:
         return self.model.init_state(memory, src)
 
     def decode_step(self, tokens: torch.Tensor, state, return_attention: bool = False):
-        """As Transformer.decode_step: (log_probs (R, V), state, None). The first step (one row per sentence:
-        with G = 1 torch would compile a graph more) and steps of more than max_rows rows run eagerly on the
-        model's own state; the first later step with at most max_rows rows converts it (after its first
-        step a search's rows only shrink)."""
+        """As Transformer.decode_step: (log_probs (R, V), state, None). Steps of one row per sentence (a
+        search's first, and every step of beam 1: with G = 1 torch 2.13 failed to compile the step, "Dimension
+        out of range") and steps of more than max_rows rows run eagerly on the model's own state; the first
+        later step with at most max_rows rows converts it (after its first step a search's rows only shrink)."""
         if return_attention:
             raise ValueError("the compiled step returns no attention maps: decode with the model itself")
         if isinstance(state, TransformerState):
-            if state.step == 0 or tokens.size(0) > self.max_rows:  # step 0: one row per sentence, a graph more
+            rows, sentences = tokens.size(0), state.src_mask.size(0)
+            if rows == sentences or rows > self.max_rows:  # one row per sentence (step 0, beam 1): see above
                 return self.model.decode_step(tokens, state)
             state = _to_compiled(state, tokens.size(0))
         if state.step >= state.self_k.size(3):  # full: room for CAPACITY_STEP more positions
@@ -153,8 +156,13 @@ class CompiledDecoder:
                                           autotune_num_choices_displayed=0,  # no autotuning reports on stderr
                                           max_autotune_report_choices_stats=False), \
                 torch.fx.experimental._config.patch(backed_size_oblivious=True, use_duck_shape=False):
-            log_probs, self_k, self_v = self._step(tokens, torch.tensor([state.step]), state.rows, state.self_k,
-                                                   state.self_v, state.cross_k, state.cross_v, state.src_bias)
+            try:
+                log_probs, self_k, self_v = self._step(tokens, torch.tensor([state.step]), state.rows, state.self_k,
+                                                       state.self_v, state.cross_k, state.cross_v, state.src_bias)
+            except (torch._dynamo.exc.TorchDynamoException, torch._inductor.exc.InductorError) as err:
+                reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise AiaynError(f"torch.compile failed on a decoding step of {tokens.size(0)} rows ({reason}); "
+                                 f"decode without --compile") from err
         return log_probs, CompiledState(self_k, self_v, torch.arange(tokens.size(0)), state.cross_k, state.cross_v,
                                         state.src_bias, state.step + 1), None
 

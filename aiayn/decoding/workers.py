@@ -52,12 +52,15 @@ def _start(model, model_dir: str, device: str, use_ema: bool, parent: int, compi
 
         keep_freed_memory()
         model, _, _ = load_checkpoint(Path(model_dir), device, use_ema)
-    _model = model.eval()
-    if compile:
-        from aiayn.decoding.compiled import CompiledDecoder
+    from aiayn.decoding.compiled import CompiledDecoder
 
-        _model = CompiledDecoder(_model)
+    if isinstance(model, CompiledDecoder):  # forked from a parent that compiled it: ready
+        _model = model
+    elif compile:  # spawned: compile here
+        _model = CompiledDecoder(model.eval())
         _model.warm_up()  # the model's beam; others compile when first asked for
+    else:
+        _model = model.eval()
 
 
 def _exit_with(parent: int, every_s: float = PARENT_CHECK_S) -> None:
@@ -89,6 +92,26 @@ def _search(sources: list[list[int]], params, prefixes: list[list[int]]) -> list
         return beam_search(_model, pad_batch(sources, params.pad_id, device), params, prefixes)
 
 
+def _compile_here(model):
+    """The model's compiled decoding step, compiled in this process for forked workers: they share its
+    code and its frozen (packed) weights, as they share the model's. Compiled in each worker instead, two
+    processes held copies of the weights of their own, and 2 workers decoded 10-15% fewer sentences a
+    second than 2 eager ones (BENCHMARKS.md, eighth session); and each compiled for tens of seconds. With
+    one torch thread, as the workers run: inductor fixes a kernel's thread count when it compiles it."""
+    import torch
+
+    from aiayn.decoding.compiled import CompiledDecoder
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        decoder = CompiledDecoder(model.eval())
+        decoder.warm_up()
+    finally:
+        torch.set_num_threads(threads)
+    return decoder
+
+
 def _closed() -> AiaynError:
     return AiaynError("the decoding worker processes were closed (Translator.close, or one died): load the model again")
 
@@ -109,6 +132,8 @@ class WorkerPool:
             raise ValueError(f"start_method {start_method!r}: give \"fork\", \"spawn\" or None")
         self.workers = workers
         fork = (start_method or ("fork" if sys.platform.startswith("linux") else "spawn")) == "fork"
+        if fork and compile:  # compiled once, here, and shared by the forked workers (see _compile_here)
+            model = _compile_here(model)
         if fork:  # Python's recipe for forked workers: the objects alive now (the model's, torch's: ~170k)
             gc.collect()  # go to the permanent generation, so that no collection walks them again, here
             gc.freeze()  # or in a worker, where walking them also copies the pages the worker shares
