@@ -249,7 +249,8 @@ def cmd_translate(args) -> int:
                          f"the samples come from its model): drop --workers {args.workers}")
     check_controls(args.min_length, args.no_repeat_ngram_size, args.max_tokens)
     prefixes = read_lines(args.target_prefix) if args.target_prefix else None
-    lines = read_lines(args.input) if args.input else None  # a bad file fails before a model loads (or compiles)
+    # with --compile a bad file fails before the model compiles (tens of seconds); else after a bad model
+    lines = read_lines(args.input) if args.input and args.compile else None
     translator = _load_translator(args, args.model)
     _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading stdin
 
@@ -272,7 +273,8 @@ def cmd_translate(args) -> int:
         return _render(result, args.n_best, word_alignment(result, translator) if args.alignment else None)
 
     if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
-        lines = lines if args.input else list(iter_stream_lines(sys.stdin.buffer))
+        if lines is None:
+            lines = read_lines(args.input) if args.input else list(iter_stream_lines(sys.stdin.buffer))
         if prefixes is not None and len(prefixes) != len(lines):
             raise AiaynError(f"--target-prefix {args.target_prefix} has {len(prefixes)} lines for "
                              f"{len(lines)} input lines: give one line per input line (a blank one: no prefix)")
