@@ -76,12 +76,13 @@ def rss_mb(pid: int) -> float:
 
 
 def start_server(model: Path, port: int, torch_threads: int, engine: str = "native",
-                 workers: int = 1) -> subprocess.Popen:
+                 workers: int = 1, compile: bool = False) -> subprocess.Popen:
     server = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", "--model", str(model), "--host", "127.0.0.1",
                                "--port", str(port), "--threads", str(torch_threads), "--engine", engine,
-                               "--workers", str(workers)],
+                               "--workers", str(workers), *(["--compile"] if compile else [])],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
+    wait_s = 300 if compile else 120  # --compile: tens of seconds before the server listens
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise RuntimeError(f"the server exited: {server.stderr.read().decode()[-2000:]}")
@@ -91,7 +92,7 @@ def start_server(model: Path, port: int, torch_threads: int, engine: str = "nati
         except httpx.TransportError:
             time.sleep(0.2)
     server.kill()
-    raise RuntimeError("the server did not answer /api/health within 120 s")
+    raise RuntimeError(f"the server did not answer /api/health within {wait_s} s")
 
 
 class Phase:

@@ -3,7 +3,7 @@ throughput of the same engine on the same sentences.
 
     python bench/serve_batching.py --model /tmp/m30k_run --engine native [--pair de-en]
         [--data-dir /work/shared/data/multi30k] [--split test_2016_flickr] [--limit 400] [--beam 4]
-        [--concurrency 1 8 32] [--requests 300] [--seconds 60] [--workers 1]
+        [--concurrency 1 8 32] [--requests 300] [--seconds 60] [--workers 1] [--compile]
 
 1. offline, in a process of its own: Translator.from_pretrained(MODEL, engine=...) with 1 torch thread (the
    server's --threads 1), Translator.translate(the --limit sentences, beam, batch_size=64): sentences/s (the
@@ -52,7 +52,8 @@ def offline_worker(args) -> dict:
 
     torch.set_num_threads(1)
     sources = load_sources(args)
-    translator = Translator.from_pretrained(args.model, engine=args.engine, workers=args.workers)
+    translator = Translator.from_pretrained(args.model, engine=args.engine, workers=args.workers,
+                                            compile=args.compile)
     translator.translate(sources[:8], beam=args.beam)  # warm-up
     start = time.perf_counter()
     translator.translate(sources, beam=args.beam, batch_size=64)
@@ -67,7 +68,8 @@ def offline(args) -> tuple[float, float]:
     """-> sentences/s (batch_size 64, all sorted by length; in groups of the highest concurrency)."""
     command = [sys.executable, __file__, "--offline-worker", "--model", args.model, "--engine", args.engine,
                "--pair", args.pair, "--data-dir", args.data_dir, "--split", args.split, "--limit", str(args.limit),
-               "--beam", str(args.beam), "--group", str(max(args.concurrency)), "--workers", str(args.workers)]
+               "--beam", str(args.beam), "--group", str(max(args.concurrency)), "--workers", str(args.workers),
+               *(["--compile"] if args.compile else [])]
     result = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
     return result["sentences"] / result["seconds"], result["sentences"] / result["grouped_seconds"]
 
@@ -134,7 +136,8 @@ def little_bound(rows: list[dict]) -> str:
 
 
 def report(args, offline_rate: float, grouped_rate: float, rows: list[dict]) -> None:
-    print(f"{args.model} ({args.engine}), {args.limit} sentences of {args.split} ({args.pair}), beam {args.beam}; "
+    engine = args.engine + (", --compile" if args.compile else "")
+    print(f"{args.model} ({engine}), {args.limit} sentences of {args.split} ({args.pair}), beam {args.beam}; "
           f"offline, 1 thread: Translator.translate(batch_size=64) {offline_rate:.1f} sentences/s, in groups of "
           f"{max(args.concurrency)} {grouped_rate:.1f} sentences/s")
     for row in rows:
@@ -163,6 +166,8 @@ def main():
     p.add_argument("--seconds", type=float, default=60, help="a phase at most this long (default: 60)")
     p.add_argument("--workers", type=int, default=1, help="--workers of the server and of the offline run: batches "
                    "side by side (default: 1)")
+    p.add_argument("--compile", action="store_true", help="the server and the offline run with --compile: the "
+                   "compiled decoding step (aiayn.decoding.compiled; native engine)")
     p.add_argument("--offline-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--group", type=int, default=32, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -173,7 +178,8 @@ def main():
     offline_rate, grouped_rate = offline(args)
     sources = load_sources(args)
     port = free_port()
-    server = start_server(Path(args.model), port, torch_threads=1, engine=args.engine, workers=args.workers)
+    server = start_server(Path(args.model), port, torch_threads=1, engine=args.engine, workers=args.workers,
+                          compile=args.compile)
     try:
         warm = Phase(sources, args.beam, 40, 30)  # first requests are slower (allocations, caches)
         warm.run(port, 4)
