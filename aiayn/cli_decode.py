@@ -19,8 +19,8 @@ WORKERS_HELP = ("batches decoded side by side on CPU, each on one core: worker p
                 "ct2; the cores are the usual choice for a file (default: 1, this process alone; interactive "
                 "input decodes one line at a time, so more than one gains nothing there)")
 COMPILE_HELP = ("native engine on CPU: beam search takes a decoding step compiled by torch.compile (needs a C++ "
-                "compiler; compiling takes about 40 s as the model loads, in each worker); faster at small batches, "
-                "and in the tail of large ones (BENCHMARKS.md) (default: off)")
+                "compiler; compiling takes 30-45 s as the model loads, once: forked workers share it); faster one "
+                "sentence at a time and in the tails of large batches (BENCHMARKS.md) (default: off)")
 EARLY_HELP = ("end a sentence's beam search at beam-size finished hypotheses (fairseq's and CTranslate2's rule: "
               "fewer steps); --no-early-stopping goes on while a live hypothesis could still win (default: the "
               "model's decode.early_stopping, false; on with --engine ct2)")

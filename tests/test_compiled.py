@@ -174,3 +174,20 @@ def test_cli_translates_a_file_with_compile(transformer_dir, tmp_path, one_threa
                      "--batch-size", "1", *flags]) == 0
         outputs.append(out.read_text())
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == len(SENTENCES)
+
+
+@needs_compiler
+def test_spawned_workers_compile_their_own(transformer_dir, one_thread):
+    """The start method off Linux (spawn): each worker loads the model and compiles its step itself."""
+    from aiayn.decoding.workers import WorkerPool, model_kind
+
+    alone = Translator.from_pretrained(transformer_dir)
+    pool = WorkerPool(model=alone.model, model_dir=alone.model_dir, workers=2, start_method="spawn", compile=True)
+    kinds = {pool._pool.submit(model_kind).result() for _ in range(8)}
+    spawned = Translator(alone.model, alone.tokenizer, alone.decode_cfg, alone.device, alone.model_dir, pool=pool)
+    with spawned:
+        got = spawned.translate(SENTENCES, beam=4, batch_size=2)
+    assert kinds == {"CompiledDecoder"}
+    want = alone.translate(SENTENCES, beam=4, batch_size=2)
+    assert [r.text for r in got] == [r.text for r in want]
+

@@ -112,10 +112,9 @@ class CompiledDecoder:
         self._step = torch.compile(types.MethodType(step, self), fullgraph=True, dynamic=True, options=options)
 
     def warm_up(self, beam: int = 4) -> None:
-        """Compiles, before the first real search, the graphs that beam searches meet: one sentence (its
-        first compiled step continues 1 row, later ones K rows: sizes 1 are specialized) and several. Any
-        token ids do: the graphs depend on shapes only. A search of another shape (e.g. beam 1) compiles
-        its graphs when it first comes."""
+        """Compiles, before the first real search, the two graphs that beam searches meet: several sentences,
+        then one sentence (torch specializes a batch of one). Any token ids do: the graphs depend on shapes
+        only. Searches with another beam size reuse them (the row count is symbolic); beam 1 runs eagerly."""
         from aiayn.decoding.beam import SearchParams, beam_search
 
         pad = self.model.pad_id

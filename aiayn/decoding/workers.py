@@ -37,8 +37,9 @@ PARENT_CHECK_S = 0.5  # how often a worker looks for its parent
 def _start(model, model_dir: str, device: str, use_ema: bool, parent: int, compile: bool = False) -> None:
     """Runs once in each worker process: one torch thread (forked from a process that used several, torch
     must not enter its OpenMP pool: DataLoader's workers do the same), and the model: the parent's, shared
-    copy-on-write when forked, else loaded from model_dir; with `compile`, its compiled decoding step
-    (aiayn.decoding.compiled), compiled here before the worker takes a batch."""
+    copy-on-write when forked, else loaded from model_dir. With `compile`, the compiled decoding step
+    (aiayn.decoding.compiled): a forked worker gets the parent's (see _compile_here), a spawned one compiles
+    its own here, before it takes a batch."""
     global _model
     # the parent's pid as the parent saw it: one that died while this worker started is noticed too
     threading.Thread(target=_exit_with, args=(parent,), name="aiayn-parent-watch", daemon=True).start()
@@ -58,7 +59,7 @@ def _start(model, model_dir: str, device: str, use_ema: bool, parent: int, compi
         _model = model
     elif compile:  # spawned: compile here
         _model = CompiledDecoder(model.eval())
-        _model.warm_up()  # the model's beam; others compile when first asked for
+        _model.warm_up()  # its graphs serve every beam size (beam 1 runs eagerly)
     else:
         _model = model.eval()
 
@@ -72,6 +73,11 @@ def _exit_with(parent: int, every_s: float = PARENT_CHECK_S) -> None:
     while os.getppid() == parent:
         time.sleep(every_s)
     os._exit(0)
+
+
+def model_kind() -> str:
+    """What a worker decodes with: "Transformer", "RNNSeq2Seq", or "CompiledDecoder" (tests, diagnostics)."""
+    return type(_model).__name__
 
 
 def _pid() -> int:
@@ -95,8 +101,9 @@ def _search(sources: list[list[int]], params, prefixes: list[list[int]]) -> list
 def _compile_here(model):
     """The model's compiled decoding step, compiled in this process for forked workers: they share its
     code and its frozen (packed) weights, as they share the model's. Compiled in each worker instead, two
-    processes held copies of the weights of their own, and 2 workers decoded 10-15% fewer sentences a
-    second than 2 eager ones (BENCHMARKS.md, eighth session); and each compiled for tens of seconds. With
+    processes held copies of the weights of their own, and 2 workers decoded 16% fewer sentences a second
+    than 2 eager ones at batch 64 (231 against 274; BENCHMARKS.md, eighth session); and each compiled for
+    tens of seconds. With
     one torch thread, as the workers run: inductor fixes a kernel's thread count when it compiles it."""
     import torch
 
@@ -127,7 +134,8 @@ class WorkerPool:
     def __init__(self, *, model, model_dir: Path, workers: int, device: str = "cpu", use_ema: bool = False,
                  start_method: str | None = None, compile: bool = False):
         """start_method: "fork" or "spawn" (default: fork on Linux, spawn elsewhere; tests spawn on Linux).
-        compile: each worker decodes with a compiled step (aiayn.decoding.compiled), compiled as it starts."""
+        compile: the workers decode with a compiled step (aiayn.decoding.compiled), compiled here before a
+        fork (shared by the workers), else by each spawned worker as it starts."""
         if start_method not in (None, "fork", "spawn"):
             raise ValueError(f"start_method {start_method!r}: give \"fork\", \"spawn\" or None")
         self.workers = workers
