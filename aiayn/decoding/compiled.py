@@ -25,6 +25,7 @@ torch's), and so do steps of one row per sentence (a search's first; beam 1); a 
 compiled step when its rows become few enough, its state converted.
 """
 
+import contextlib
 import math
 import shutil
 import types
@@ -36,6 +37,7 @@ import torch._inductor.exc
 import torch.fx.experimental._config
 from torch.nn import functional as F
 
+from aiayn.decoding.translate_batch import position_table
 from aiayn.errors import AiaynError
 from aiayn.model.state import TransformerState
 
@@ -64,6 +66,34 @@ class CompiledState:
                              pick(self.cross_v, 1), pick(self.src_bias, 0), self.step)
 
 
+# Configuration around every step: dynamo and inductor read it when a call must compile, inside the call.
+# Inductor: the weights frozen (constants: the products get packed weights and max-autotune's C++ GEMM
+# micro-kernels), no autotuning reports on stderr. torch.compile(options=...) and a backend that patched
+# the config itself both left the weights unfrozen here (no gain over eager), so it is set around the call.
+# Shapes: without duck sizing and with size-oblivious sizes, the row count is not tied to other sizes that
+# happen to be equal (4 rows, 4 heads, 4 layers) nor specialized at 1, so fewer graphs compile.
+STEP_CONFIG = {
+    torch._inductor.config: dict(freezing=True, max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
+                                 autotune_num_choices_displayed=0, max_autotune_report_choices_stats=False),
+    torch.fx.experimental._config: dict(backed_size_oblivious=True, use_duck_shape=False),
+}
+
+
+@contextlib.contextmanager
+def _step_config():
+    """STEP_CONFIG set directly and restored: config.patch() for both took 53 us of a ~0.7 ms step."""
+    saved = {config: {name: getattr(config, name) for name in values} for config, values in STEP_CONFIG.items()}
+    for config, values in STEP_CONFIG.items():
+        for name, value in values.items():
+            setattr(config, name, value)
+    try:
+        yield
+    finally:
+        for config, values in saved.items():
+            for name, value in values.items():
+                setattr(config, name, value)
+
+
 def _to_compiled(state: TransformerState, rows: int) -> CompiledState:
     """The eager state (aiayn/model/state.py) for a step of `rows` rows -> the compiled step's layout, with
     its pending row selection applied and room for at least one more position."""
@@ -80,6 +110,10 @@ def _to_compiled(state: TransformerState, rows: int) -> CompiledState:
     return CompiledState(self_k, self_v, torch.arange(rows), cross_k, cross_v, src_bias, t)
 
 
+def compiler_present() -> bool:
+    return any(shutil.which(c) for c in ("g++", "c++", "clang++"))
+
+
 def check_compilable(model, device: torch.device) -> None:
     """Refuses what the compiled step does not cover, with what to do instead."""
     if device.type != "cpu":
@@ -88,7 +122,7 @@ def check_compilable(model, device: torch.device) -> None:
         raise AiaynError("--compile covers the Transformer; an RNN model decodes without it")
     if next(model.parameters()).dtype != torch.float32:
         raise AiaynError("--compile covers float32 models; decode without it")
-    if not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+    if not compiler_present():
         raise AiaynError("--compile needs a C++ compiler (torch.compile builds the step as C++): install one "
                          "(Debian/Ubuntu: apt-get install g++), or decode without --compile")
 
@@ -101,8 +135,7 @@ class CompiledDecoder:
         self.model, self.max_rows = model.eval(), max_rows
         # inductor's autotuning calls a deprecated torch API (torch 2.13): not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
-        pos = model.positional
-        self._positions = pos.table if hasattr(pos, "table") else pos.weight  # (max_len, D)
+        self._positions = position_table(model)  # (max_len, D)
         # The model's weights do not change while it decodes: no guards on them (each call checked ~100
         # tensors, 117 us of a 0.8 ms step), and inductor freezes them (below).
         options = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
@@ -147,14 +180,7 @@ class CompiledDecoder:
             state.self_k, state.self_v = (F.pad(t, (0, 0, 0, CAPACITY_STEP)) for t in (state.self_k, state.self_v))
         for cache in (state.self_k, state.self_v):  # else torch fixes the capacity first seen (recompiled at 64)
             torch._dynamo.mark_dynamic(cache, 3)
-        # freezing: the weights become constants, so the products get packed weights and max-autotune's C++
-        # GEMM micro-kernels (torch.compile's `options` did not apply freezing here: config.patch does).
-        # Without duck sizing and with size-oblivious sizes, the row count is not tied to other sizes that
-        # happen to be equal (4 rows, 4 heads, 4 layers) nor specialized at 1: fewer graphs to compile.
-        with torch._inductor.config.patch(freezing=True, max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
-                                          autotune_num_choices_displayed=0,  # no autotuning reports on stderr
-                                          max_autotune_report_choices_stats=False), \
-                torch.fx.experimental._config.patch(backed_size_oblivious=True, use_duck_shape=False):
+        with _step_config():
             try:
                 log_probs, self_k, self_v = self._step(tokens, torch.tensor([state.step]), state.rows, state.self_k,
                                                        state.self_v, state.cross_k, state.cross_v, state.src_bias)

@@ -5,10 +5,15 @@ import torch
 from aiayn.decoding.greedy import greedy_decode
 
 
+def position_table(model) -> torch.Tensor | None:
+    """The model's positions (max_len, D): sinusoids or learned (None: no positions, e.g. an RNN)."""
+    positional = getattr(model, "positional", None)
+    return getattr(positional, "table", getattr(positional, "weight", None))
+
+
 def max_positions(model) -> int | None:
     """How many positions the model's position table has (None: no limit, e.g. an RNN)."""
-    positional = getattr(model, "positional", None)
-    table = getattr(positional, "table", getattr(positional, "weight", None))
+    table = position_table(model)
     return None if table is None else table.size(0)
 
 
