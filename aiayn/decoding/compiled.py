@@ -3,38 +3,38 @@
 
 Why: with beam 4 at batch 1 a decoding step multiplies 4 rows by every weight of the decoder, about 140
 small torch operations, each paying Python's and torch's dispatch cost (2-10 us), and MKL's products of 4
-rows are slow on this CPU ((4, 128) x (128, 512): 14 us). torch.compile (inductor) with the weights frozen
-and max-autotune makes the step one call of generated C++ kernels, with GEMM micro-kernels made for these
-shapes (7 us for that product). Measured on the 12-minute Multi30k model, 4 rows: 1.63 ms a step eager,
-0.55-0.70 ms compiled (BENCHMARKS.md, issue 10, eighth session).
+rows are slow on this CPU ((4, 128) x (128, 512): 14 us). The step is compiled ahead of time with
+AOTInductor (torch.export, then inductor): generated C++ kernels, the weights frozen in, GEMM micro-kernels
+made for these shapes by max-autotune, and no Python between the kernels nor guards before them (dynamo's
+guards and wrapper took ~0.3 ms of a 1.2 ms step with torch.compile). Measured on the 12-minute Multi30k
+model, 4 rows: 1.63 ms a step eager, ~0.45 ms compiled (BENCHMARKS.md, issue 10, ninth session).
 
-The costs, why it is not the default: compiling takes 30-45 s as the model loads (two graphs: one for
-batches, one for a sentence alone), needs a C++ compiler, and is done again by every process (forked
-workers share their parent's); and the numbers differ from the eager step in the last bits (another
-summation order), so where two hypotheses nearly tie a beam output can differ (none did in 400 Multi30k
-sentences).
+The costs, why it is not the default: compiling takes 30-45 s as the model loads, needs a C++ compiler,
+and is done again by every process (forked workers share their parent's); and the numbers differ from the
+eager step in the last bits (another summation order), so where two hypotheses nearly tie a beam output
+can differ.
 
-Layout: the self-attention K and V of every layer in two tensors (L, R, H, C, d_head), C the capacity,
-grown by CAPACITY_STEP positions when full; the step reads positions 0..t through a mask. Sizes are
-symbolic (dynamic=True) and neither duck-shaped nor specialized at 1, so neither a new row count nor a
-larger capacity recompiles. A pending row selection (beam search's reorder) is applied inside the next
-step, as the eager cache does. The cross-attention K/V (L, B', H, S, d_head) and the source mask as an
-additive bias (B', S) are kept per sentence and selected only when sentences leave the batch. Steps of
-more than MAX_ROWS rows run eagerly (at 256 rows the generated attention kernels were slower than
-torch's), and so do steps of one row per sentence (a search's first; beam 1); a search switches to the
-compiled step when its rows become few enough, its state converted.
+Layout: the self-attention K and V of every layer in two tensors (L, C, R0, H, d_head), C the capacity
+(grown by CAPACITY_STEP positions when full), R0 slots. The step for rows r = 0..R-1 writes position t of
+slot r; a table of ancestors (R, C) says in which slot each earlier position of a row's history is. When
+beam search reorders rows, only that table is reordered, never the caches (copying them took more than the
+rest of the step). The cross-attention K/V (L, B', H, S, d_head) and the source mask as an additive bias
+(B', S) are kept per sentence and selected only when sentences leave the batch. Steps of more than
+MAX_ROWS rows run eagerly (at 256 rows torch's kernels were faster than the generated ones); a search
+switches to the compiled step when its rows become few enough, its state converted.
 """
 
-import contextlib
 import math
 import shutil
-import types
+import tempfile
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
-import torch._inductor.exc
+import torch._inductor.config
 import torch.fx.experimental._config
+from torch.export import Dim
 from torch.nn import functional as F
 
 from aiayn.decoding.translate_batch import position_table
@@ -47,12 +47,15 @@ MAX_ROWS = 64  # larger steps run eagerly: at 256 rows torch's own kernels were 
 
 @dataclass
 class CompiledState:
-    """What the compiled step carries. self_k/self_v (L, R_prev, H, C, d_head): rows of the previous step;
-    rows (R,): which of them the next step continues (a pending select); cross_k/cross_v (L, B', H, S,
-    d_head) and src_bias (B', S) per sentence; step: tokens decoded so far."""
+    """What the compiled step carries. self_k/self_v (L, C, R0, H, d_head): slot r of position t holds the
+    keys/values of the row that was r at step t; the step writes [:, t, :R] in place. ancestors (R_prev, C):
+    for each row of the previous step, the slot of each of its positions (its history's path through the
+    beams); rows (R,): which of those rows the next step continues (a pending select). cross_k/cross_v
+    (L, B', H, S, d_head) and src_bias (B', S) per sentence; step: tokens decoded so far."""
 
     self_k: torch.Tensor
     self_v: torch.Tensor
+    ancestors: torch.Tensor
     rows: torch.Tensor
     cross_k: torch.Tensor
     cross_v: torch.Tensor
@@ -60,38 +63,33 @@ class CompiledState:
     step: int
 
     def select(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> "CompiledState":
-        """As TransformerState.select: rows index the current rows, sentences the current sentences."""
+        """As TransformerState.select: rows index the current rows, sentences the current sentences. The
+        caches are not copied: a row's slots are found through its ancestors."""
         pick = (lambda t, dim: t) if sentences is None else (lambda t, dim: t.index_select(dim, sentences))
-        return CompiledState(self.self_k, self.self_v, self.rows.index_select(0, rows), pick(self.cross_k, 1),
-                             pick(self.cross_v, 1), pick(self.src_bias, 0), self.step)
+        return CompiledState(self.self_k, self.self_v, self.ancestors, self.rows.index_select(0, rows),
+                             pick(self.cross_k, 1), pick(self.cross_v, 1), pick(self.src_bias, 0), self.step)
 
 
-# Configuration around every step: dynamo and inductor read it when a call must compile, inside the call.
+# Shapes while exporting: without duck sizing and with size-oblivious sizes, the row count is not tied to
+# other sizes that happen to be equal (4 rows, 4 heads, 4 layers) nor specialized at 1.
+EXPORT_CONFIG = dict(backed_size_oblivious=True, use_duck_shape=False)
 # Inductor: the weights frozen (constants: the products get packed weights and max-autotune's C++ GEMM
-# micro-kernels), no autotuning reports on stderr. torch.compile(options=...) and a backend that patched
-# the config itself both left the weights unfrozen here (no gain over eager), so it is set around the call.
-# Shapes: without duck sizing and with size-oblivious sizes, the row count is not tied to other sizes that
-# happen to be equal (4 rows, 4 heads, 4 layers) nor specialized at 1, so fewer graphs compile.
-STEP_CONFIG = {
-    torch._inductor.config: dict(freezing=True, max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
-                                 autotune_num_choices_displayed=0, max_autotune_report_choices_stats=False),
-    torch.fx.experimental._config: dict(backed_size_oblivious=True, use_duck_shape=False),
-}
+# micro-kernels, made for these shapes), no autotuning reports on stderr. Only the C++ GEMMs: with ATen's
+# as a choice the output layer's (R, D) x (D, V) product took oneDNN's, 374 us a step against 185 us.
+INDUCTOR_CONFIG = dict(freezing=True, max_autotune=True, max_autotune_gemm_backends="CPP",
+                       autotune_num_choices_displayed=0, max_autotune_report_choices_stats=False)
 
 
-@contextlib.contextmanager
-def _step_config():
-    """STEP_CONFIG set directly and restored: config.patch() for both took 53 us of a ~0.7 ms step."""
-    saved = {config: {name: getattr(config, name) for name in values} for config, values in STEP_CONFIG.items()}
-    for config, values in STEP_CONFIG.items():
-        for name, value in values.items():
-            setattr(config, name, value)
-    try:
-        yield
-    finally:
-        for config, values in saved.items():
-            for name, value in values.items():
-                setattr(config, name, value)
+def _make_room(state: "CompiledState", rows: int) -> None:
+    """Room for position state.step and for `rows` slots, in place of the caches that lack it: CAPACITY_STEP
+    more positions when full; more slots when a search has more rows than when it was converted (after its
+    first step, beam K > 2)."""
+    grow_positions = CAPACITY_STEP if state.step >= state.self_k.size(1) else 0
+    grow_slots = max(0, rows - state.self_k.size(2))
+    if grow_positions or grow_slots:
+        state.self_k, state.self_v = (F.pad(t, (0, 0, 0, 0, 0, grow_slots, 0, grow_positions))
+                                      for t in (state.self_k, state.self_v))
+        state.ancestors = F.pad(state.ancestors, (0, grow_positions))
 
 
 def _to_compiled(state: TransformerState, rows: int) -> CompiledState:
@@ -101,13 +99,19 @@ def _to_compiled(state: TransformerState, rows: int) -> CompiledState:
     cross_k, cross_v = torch.stack([c.cross_k for c in caches]), torch.stack([c.cross_v for c in caches])
     L, _, H, _, d = cross_k.shape
     t = state.step
-    self_k = cross_k.new_zeros(L, rows, H, (t // CAPACITY_STEP + 1) * CAPACITY_STEP, d)
+    self_k = cross_k.new_zeros(L, (t // CAPACITY_STEP + 1) * CAPACITY_STEP, rows, H, d)
     self_v = torch.zeros_like(self_k)
-    kv = torch.stack([c.self_kv if c.pending_rows is None else c.self_kv.index_select(0, c.pending_rows)
-                      for c in caches])  # (L, R, 2, H, t, d_head): the positions the eager steps cached
-    self_k[:, :, :, :t], self_v[:, :, :, :t] = kv[:, :, 0], kv[:, :, 1]
+    if t:
+        kv = torch.stack([c.self_kv if c.pending_rows is None else c.self_kv.index_select(0, c.pending_rows)
+                          for c in caches])  # (L, R, 2, H, t, d_head): the positions the eager steps cached
+        self_k[:, :t], self_v[:, :t] = kv[:, :, 0].permute(0, 3, 1, 2, 4), kv[:, :, 1].permute(0, 3, 1, 2, 4)
+    ancestors = torch.zeros(rows, self_k.size(1), dtype=torch.long)
+    ancestors[:, :t] = torch.arange(rows)[:, None]  # each row's positions so far are in its own slot
     src_bias = torch.zeros(state.src_mask.shape).masked_fill(~state.src_mask, float("-inf"))[:, 0, 0]  # (B', S)
-    return CompiledState(self_k, self_v, torch.arange(rows), cross_k, cross_v, src_bias, t)
+    if src_bias.size(1) == 1:  # sources of </s> alone: one masked position more (the step is exported for S >= 2)
+        cross_k, cross_v = (F.pad(t, (0, 0, 0, 1)) for t in (cross_k, cross_v))
+        src_bias = F.pad(src_bias, (0, 1), value=float("-inf"))
+    return CompiledState(self_k, self_v, ancestors, torch.arange(rows), cross_k, cross_v, src_bias, t)
 
 
 def compiler_present() -> bool:
@@ -127,36 +131,111 @@ def check_compilable(model, device: torch.device) -> None:
                          "(Debian/Ubuntu: apt-get install g++), or decode without --compile")
 
 
+class _Step(torch.nn.Module):
+    """The decoding step as a module, for torch.export: the model's weights are its parameters (inductor
+    freezes them into the compiled step)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.register_buffer("positions", position_table(model).detach().clone(), persistent=False)  # (max_len, D)
+
+    def forward(self, tokens, position, rows, ancestors, self_k, self_v, cross_k, cross_v, src_bias):
+        """tokens (R,), position (1,) = t, rows (R,) of ancestors (R_prev, C); self_k/self_v (L, C, R0, H,
+        d_head) with positions 0..t-1; cross_k/cross_v (L, B', H, S, d_head), src_bias (B', S) -> (log_probs
+        (R, V), ancestors (R, C), keys and values of position t (L, R, H, d_head), for the caller to cache).
+        The sublayers of DecoderLayer.step with the weights read
+        directly; self-attention reads position c of row r from slot ancestors[r, c] (no cache is copied
+        when beams are reordered: only the (R, C) table of slots)."""
+        m = self.model
+        R, B, C = tokens.size(0), cross_k.size(1), self_k.size(1)
+        x = m.tgt_embed(tokens) + self.positions.index_select(0, position)[0]  # (R, D), §3.4 + §3.5
+        ancestors = ancestors.index_select(0, rows).index_copy(1, position, torch.arange(R)[:, None])  # (R, C)
+        steps = torch.arange(C)
+        later = torch.where(steps <= position, 0.0, float("-inf"))[None, :, None]  # (1, C, 1): not decoded yet
+        now = (steps == position)[None, :, None, None]  # (1, C, 1, 1)
+        new_k, new_v = [], []
+        for i, layer in enumerate(m.decoder_layers):
+            attn, H = layer.self_attn, layer.self_attn.n_heads
+            d = attn.d_head
+            qkv = F.linear(layer.sublayer_input(x, layer.self_attn_norm), attn.in_proj.weight,
+                           attn.in_proj.bias).view(R, 3, H, d)
+            new_k.append(qkv[:, 1])
+            new_v.append(qkv[:, 2])
+            # (R, C, H, d): each row's own past, and position t from this step (the caller writes it to the cache:
+            # written here, the caches were copied whole)
+            k = torch.where(now, qkv[:, None, 1], self_k[i][steps, ancestors])
+            v = torch.where(now, qkv[:, None, 2], self_v[i][steps, ancestors])
+            scores = (qkv[:, None, 0] * k).sum(-1) / math.sqrt(d) + later  # (R, C, H)
+            heads = (torch.softmax(scores, dim=1)[..., None] * v).sum(1)  # (R, H, d)
+            out = F.linear(heads.reshape(R, H * d), attn.out_proj.weight, attn.out_proj.bias)
+            x = layer.sublayer_output(x, out, layer.self_attn_norm)
+            cross, D = layer.cross_attn, H * d
+            q = F.linear(layer.sublayer_input(x, layer.cross_attn_norm), cross.in_proj.weight[:D],
+                         cross.in_proj.bias[:D]).view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d)
+            # products as sums of element-wise products: inductor fuses them into its own C++ loops (there is no
+            # C++ GEMM of its for batched products, and ATen's were slower: see INDUCTOR_CONFIG)
+            scores = (q[:, :, :, None] * cross_k[i][:, :, None]).sum(-1) / math.sqrt(d) + src_bias[:, None, None]
+            weights = torch.softmax(scores, dim=-1)  # (B', H, G, S)
+            heads = (weights[..., None] * cross_v[i][:, :, None]).sum(-2).transpose(1, 2).reshape(R, D)  # (R, D)
+            out = F.linear(heads, cross.out_proj.weight, cross.out_proj.bias)
+            x = layer.sublayer_output(x, out, layer.cross_attn_norm)
+            ffn = layer.ffn
+            hidden = ffn.activation(F.linear(layer.sublayer_input(x, layer.ffn_norm), ffn.w_1.weight, ffn.w_1.bias))
+            x = layer.sublayer_output(x, F.linear(hidden, ffn.w_2.weight, ffn.w_2.bias), layer.ffn_norm)
+        logits = F.linear(m.decoder_norm(x), m.generator.weight, m.generator.bias)  # (R, V)
+        return torch.log_softmax(logits.float(), dim=-1), ancestors, torch.stack(new_k), torch.stack(new_v)
+
+
+def _example(model):
+    """Inputs to export the step with, and which of their sizes vary: rows R (2 or more: see
+    CompiledDecoder.decode_step), the previous step's rows, slots R0, sentences B', capacity C, source length S
+    (2.., see _to_compiled)."""
+    layer = model.decoder_layers[0].self_attn
+    L, H, d = len(model.decoder_layers), layer.n_heads, layer.d_head
+    B, R, R_prev, R0, C, S = 2, 6, 7, 8, 2 * CAPACITY_STEP, 5  # sizes all different: none is tied to another
+    size = lambda name, low=2: Dim(name, min=low, max=1 << 20)  # noqa: E731
+    rows, before, slots, sentences, capacity, length = (size("rows"), size("before"), size("slots"), size("B", 1),
+                                                        size("C"), size("S"))
+    inputs = (torch.full((R,), model.pad_id), torch.tensor([3]), torch.arange(R),
+              torch.zeros(R_prev, C, dtype=torch.long),
+              torch.zeros(L, C, R0, H, d), torch.zeros(L, C, R0, H, d), torch.zeros(L, B, H, S, d),
+              torch.zeros(L, B, H, S, d), torch.zeros(B, S))
+    sizes = ({0: rows}, None, {0: rows}, {0: before, 1: capacity}, {1: capacity, 2: slots}, {1: capacity, 2: slots},
+             {1: sentences, 3: length}, {1: sentences, 3: length}, {0: sentences, 1: length})
+    return inputs, sizes
+
+
 class CompiledDecoder:
     """The decoding interface of a Transformer (encode, init_state, decode_step: aiayn/model/__init__.py)
-    with a compiled decode_step, for beam search. Attention maps are not returned (decode eagerly for them)."""
+    with a compiled decode_step, for beam search. Attention maps are not returned (decode eagerly for them).
+    The step is compiled ahead of time (AOTInductor: torch.export, then inductor) at the first warm_up() or
+    decode_step: no guards are checked at run time, and one compiled step serves every size."""
 
     def __init__(self, model, max_rows: int = MAX_ROWS):
         self.model, self.max_rows = model.eval(), max_rows
-        # inductor's autotuning calls a deprecated torch API (torch 2.13): not the user's concern
-        warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
-        self._positions = position_table(model)  # (max_len, D)
-        # The model's weights do not change while it decodes: no guards on them (each call checked ~100
-        # tensors, 117 us of a 0.8 ms step), and inductor freezes them (below).
-        options = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
-        # Dynamo keeps compiled graphs on the function's code object: each decoder compiles a copy of its own,
-        # so that, the weights' guards skipped, no graph of another decoder (another model) can ever match.
-        step = types.FunctionType(CompiledDecoder._step_fn.__code__.replace(), globals(), "compiled_step")
-        self._step = torch.compile(types.MethodType(step, self), fullgraph=True, dynamic=True, options=options)
+        self._step = None
 
     def warm_up(self, beam: int = 4) -> None:
-        """Compiles, before the first real search, the two graphs that beam searches meet: several sentences,
-        then one sentence (torch specializes a batch of one). Any token ids do: the graphs depend on shapes
-        only. Searches with another beam size reuse them (the row count is symbolic); beam 1 runs eagerly."""
-        from aiayn.decoding.beam import SearchParams, beam_search
+        """Compiles the step now (30-60 s) rather than in the first search. beam: kept for callers; the
+        compiled step serves every beam size (beam 1 runs eagerly)."""
+        if self._step is None:
+            self._step = self._compile()
 
-        pad = self.model.pad_id
-        ids = [i for i in range(self.model.generator.weight.size(0)) if i != pad][:8]
-        params = SearchParams(bos_id=ids[0], eos_id=ids[1], pad_id=pad, beam=beam, max_len_a=0.0, max_len_b=4,
-                              min_length=3)
-        with torch.inference_mode():
-            for batch in ([ids[2:], ids[2:5] + [pad] * (len(ids) - 5)], [ids[2:]]):
-                beam_search(self, torch.tensor(batch), params)
+    def _compile(self):
+        # inductor's autotuning calls a deprecated torch API (torch 2.13): not the user's concern
+        warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
+        inputs, sizes = _example(self.model)
+        try:
+            with torch.no_grad(), torch.fx.experimental._config.patch(**EXPORT_CONFIG):
+                program = torch.export.export(_Step(self.model).eval(), inputs, dynamic_shapes=sizes)
+            with tempfile.TemporaryDirectory(prefix="aiayn-compiled-") as tmp, \
+                    torch._inductor.config.patch(**INDUCTOR_CONFIG):
+                package = torch._inductor.aoti_compile_and_package(program, package_path=str(Path(tmp) / "step.pt2"))
+                return torch._inductor.aoti_load_package(package)
+        except Exception as err:  # torch.export's and inductor's many error types: say what to do
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise AiaynError(f"torch could not compile the decoding step ({reason}); decode without --compile") from err
 
     def encode(self, src: torch.Tensor, return_attention: bool = False):
         return self.model.encode(src, return_attention)
@@ -165,65 +244,40 @@ class CompiledDecoder:
         return self.model.init_state(memory, src)
 
     def decode_step(self, tokens: torch.Tensor, state, return_attention: bool = False):
-        """As Transformer.decode_step: (log_probs (R, V), state, None). Steps of one row per sentence (a
-        search's first, and every step of beam 1: with G = 1 torch 2.13 failed to compile the step, "Dimension
-        out of range") and steps of more than max_rows rows run eagerly on the model's own state; the first
-        later step with at most max_rows rows converts it (after its first step a search's rows only shrink)."""
+        """As Transformer.decode_step: (log_probs (R, V), state, None); the state's caches are written in
+        place. An eager state (init_state's, or one of more than max_rows rows) stays eager while its steps
+        have more than max_rows rows; the first step with fewer converts it. After the conversion every
+        step is compiled, also when a search's first step of B rows converted and the next has B * K rows,
+        more than max_rows. A step of one row per sentence (a search's first, every step of beam 1) runs
+        each row twice and keeps the first: the step is compiled for two rows or more per sentence (torch
+        failed to compile it for one)."""
         if return_attention:
             raise ValueError("the compiled step returns no attention maps: decode with the model itself")
+        R = tokens.size(0)
         if isinstance(state, TransformerState):
-            rows, sentences = tokens.size(0), state.src_mask.size(0)
-            if rows == sentences or rows > self.max_rows:  # one row per sentence (step 0, beam 1): see above
+            if R > self.max_rows or (R == state.src_mask.size(0) and 2 * R > self.max_rows):
                 return self.model.decode_step(tokens, state)
-            state = _to_compiled(state, tokens.size(0))
-        if state.step >= state.self_k.size(3):  # full: room for CAPACITY_STEP more positions
-            state.self_k, state.self_v = (F.pad(t, (0, 0, 0, CAPACITY_STEP)) for t in (state.self_k, state.self_v))
-        for cache in (state.self_k, state.self_v):  # else torch fixes the capacity first seen (recompiled at 64)
-            torch._dynamo.mark_dynamic(cache, 3)
-        with _step_config():
-            try:
-                log_probs, self_k, self_v = self._step(tokens, torch.tensor([state.step]), state.rows, state.self_k,
-                                                       state.self_v, state.cross_k, state.cross_v, state.src_bias)
-            except (torch._dynamo.exc.TorchDynamoException, torch._inductor.exc.InductorError) as err:
-                reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-                raise AiaynError(f"torch.compile failed on a decoding step of {tokens.size(0)} rows ({reason}); "
-                                 f"decode without --compile") from err
-        return log_probs, CompiledState(self_k, self_v, torch.arange(tokens.size(0)), state.cross_k, state.cross_v,
-                                        state.src_bias, state.step + 1), None
+            state = _to_compiled(state, R)
+        if R == state.src_bias.size(0):  # one row per sentence: see above
+            log_probs, state = self._step_twice(tokens, state)
+            return log_probs, state, None
+        return (*self._compiled_step(tokens, state, state.rows), None)
 
-    def _step_fn(self, tokens, position, rows, self_k, self_v, cross_k, cross_v, src_bias):
-        """The compiled step. tokens (R,), position (1,) = t, rows (R,) of self_k/self_v (L, R_prev, H, C,
-        d_head) -> (log_probs (R, V), self_k and self_v (L, R, H, C, d_head) with position t written).
-        The sublayers of DecoderLayer.step with the weights read directly (inductor freezes them)."""
-        m = self.model
-        R, B, C = tokens.size(0), cross_k.size(1), self_k.size(3)
-        x = m.tgt_embed(tokens) + self._positions.index_select(0, position)[0]  # (R, D), §3.4 + §3.5
-        self_k, self_v = self_k.index_select(1, rows), self_v.index_select(1, rows)
-        later = torch.where(torch.arange(C) <= position, 0.0, float("-inf"))  # (C,): positions not decoded yet
-        new_k, new_v = [], []
-        for i, layer in enumerate(m.decoder_layers):
-            attn, H = layer.self_attn, layer.self_attn.n_heads
-            d = attn.d_head
-            qkv = F.linear(layer.sublayer_input(x, layer.self_attn_norm), attn.in_proj.weight,
-                           attn.in_proj.bias).view(R, 3, H, d)
-            k = self_k[i].index_copy(2, position, qkv[:, 1, :, None])  # (R, H, C, d)
-            v = self_v[i].index_copy(2, position, qkv[:, 2, :, None])
-            new_k.append(k)
-            new_v.append(v)
-            scores = (qkv[:, 0, :, None] @ k.transpose(-1, -2)) / math.sqrt(d) + later  # (R, H, 1, C)
-            heads = torch.softmax(scores, dim=-1) @ v  # (R, H, 1, d)
-            out = F.linear(heads.reshape(R, H * d), attn.out_proj.weight, attn.out_proj.bias)
-            x = layer.sublayer_output(x, out, layer.self_attn_norm)
-            cross, D = layer.cross_attn, H * d
-            q = F.linear(layer.sublayer_input(x, layer.cross_attn_norm), cross.in_proj.weight[:D],
-                         cross.in_proj.bias[:D]).view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d)
-            heads = F.scaled_dot_product_attention(q, cross_k[i], cross_v[i], attn_mask=src_bias[:, None, None])
-            heads = heads.transpose(1, 2).reshape(R, D)  # (B', H, G, d) -> (R, D)
-            out = F.linear(heads, cross.out_proj.weight, cross.out_proj.bias)
-            x = layer.sublayer_output(x, out, layer.cross_attn_norm)
-            ffn = layer.ffn
-            hidden = ffn.activation(F.linear(layer.sublayer_input(x, layer.ffn_norm), ffn.w_1.weight, ffn.w_1.bias))
-            x = layer.sublayer_output(x, F.linear(hidden, ffn.w_2.weight, ffn.w_2.bias), layer.ffn_norm)
-        logits = F.linear(m.decoder_norm(x), m.generator.weight, m.generator.bias)  # (R, V)
-        return torch.log_softmax(logits.float(), dim=-1), torch.stack(new_k), torch.stack(new_v)
+    def _step_twice(self, tokens, state):
+        log_probs, twice = self._compiled_step(tokens.repeat_interleave(2), state, state.rows.repeat_interleave(2))
+        # the first of each pair: its position t is in slot 2r (slots 2r + 1 are never read)
+        first = torch.arange(0, 2 * tokens.size(0), 2)
+        twice.ancestors = twice.ancestors.index_select(0, first)
+        twice.rows = torch.arange(tokens.size(0))
+        return log_probs.index_select(0, first), twice
 
+    def _compiled_step(self, tokens, state, rows):
+        if self._step is None:
+            self._step = self._compile()
+        R, t = tokens.size(0), state.step
+        _make_room(state, R)
+        log_probs, ancestors, k, v = self._step(tokens, torch.tensor([t]), rows, state.ancestors, state.self_k,
+                                                state.self_v, state.cross_k, state.cross_v, state.src_bias)
+        state.self_k[:, t, :R], state.self_v[:, t, :R] = k, v  # slot r of position t: row r of this step
+        return log_probs, CompiledState(state.self_k, state.self_v, ancestors, torch.arange(R), state.cross_k,
+                                        state.cross_v, state.src_bias, t + 1)
