@@ -49,8 +49,7 @@ def test_steps_equal_the_eager_steps(model, max_rows, B, monkeypatch, one_thread
     monkeypatch.setattr(compiled_module, "CAPACITY_STEP", 4)
     decoder = CompiledDecoder(model, max_rows=max_rows)
     src = _source(model, B=B)
-    memory, _ = model.encode(src)
-    eager, fast = model.init_state(memory, src), decoder.init_state(memory, src)
+    eager, fast = model.init_state(model.encode(src)[0], src), decoder.init_state(decoder.encode(src)[0], src)
     tokens, K, kinds = torch.ones(B, dtype=torch.long), 3, []
     gen = torch.Generator().manual_seed(0)
     for t in range(11):
@@ -85,9 +84,8 @@ def test_beam_search_gives_the_eager_outputs(transformer_dir, one_thread):
 
 @needs_compiler
 def test_two_models_never_share_a_graph(model, one_thread):
-    """The weights are not guarded (each call would check ~100 tensors): a second model of the same shapes,
-    alive beside the first, must still get its own numbers. (Each decoder also compiles a code object of its
-    own, against a graph matching a later model that reuses a freed model's ids; that case is not made here.)"""
+    """Each decoder compiles its model's weights into its step: a second model of the same shapes, alive
+    beside the first, gets its own numbers."""
     other = type(model)(**_same_shape(model)).eval()
     with torch.inference_mode():
         _compare_two(model, other)
@@ -98,7 +96,7 @@ def _compare_two(model, other):
     outputs = []
     for m in (model, other):
         decoder = CompiledDecoder(m, max_rows=1000)
-        state = decoder.init_state(m.encode(src)[0], src)
+        state = decoder.init_state(decoder.encode(src)[0], src)
         for t in range(2):
             log_probs, state, _ = decoder.decode_step(torch.tensor([1, 1] if t == 0 else [5, 6]), state)
         outputs.append(log_probs)

@@ -39,7 +39,8 @@ from torch.nn import functional as F
 
 from aiayn.decoding.translate_batch import position_table
 from aiayn.errors import AiaynError
-from aiayn.model.state import TransformerState
+from aiayn.model.masks import padding_mask
+from aiayn.model.state import LayerCache, TransformerState
 
 CAPACITY_STEP = 32  # positions added to the self-attention cache when it is full
 MAX_ROWS = 64  # larger steps run eagerly: at 256 rows torch's own kernels were faster (see above)
@@ -108,9 +109,6 @@ def _to_compiled(state: TransformerState, rows: int) -> CompiledState:
     ancestors = torch.zeros(rows, self_k.size(1), dtype=torch.long)
     ancestors[:, :t] = torch.arange(rows)[:, None]  # each row's positions so far are in its own slot
     src_bias = torch.zeros(state.src_mask.shape).masked_fill(~state.src_mask, float("-inf"))[:, 0, 0]  # (B', S)
-    if src_bias.size(1) == 1:  # sources of </s> alone: one masked position more (the step is exported for S >= 2)
-        cross_k, cross_v = (F.pad(t, (0, 0, 0, 1)) for t in (cross_k, cross_v))
-        src_bias = F.pad(src_bias, (0, 1), value=float("-inf"))
     return CompiledState(self_k, self_v, ancestors, torch.arange(rows), cross_k, cross_v, src_bias, t)
 
 
@@ -187,10 +185,35 @@ class _Step(torch.nn.Module):
         return torch.log_softmax(logits.float(), dim=-1), ancestors, torch.stack(new_k), torch.stack(new_v)
 
 
+class _Encode(torch.nn.Module):
+    """The encoder and every decoder layer's cross-attention K/V as a module, for torch.export."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src):
+        """src (B, S) -> (cross_k, cross_v (L, B, H, S, d_head), src_bias (B, S): -inf at padding)."""
+        memory, _ = self.model.encode(src)
+        kv = [layer.cross_attn.project_kv(memory, memory) for layer in self.model.decoder_layers]
+        src_bias = torch.where(src == self.model.pad_id, float("-inf"), 0.0)
+        return torch.stack([k for k, _ in kv]), torch.stack([v for _, v in kv]), src_bias
+
+
+@dataclass
+class Encoded:
+    """What CompiledDecoder.encode gives init_state: src (B, S), and its cross-attention K/V and bias."""
+
+    src: torch.Tensor
+    cross_k: torch.Tensor
+    cross_v: torch.Tensor
+    src_bias: torch.Tensor
+
+
 def _example(model):
     """Inputs to export the step with, and which of their sizes vary: rows R (2 or more: see
     CompiledDecoder.decode_step), the previous step's rows, slots R0, sentences B', capacity C, source length S
-    (2.., see _to_compiled)."""
+    (2..: see CompiledDecoder.encode)."""
     layer = model.decoder_layers[0].self_attn
     L, H, d = len(model.decoder_layers), layer.n_heads, layer.d_head
     B, R, R_prev, R0, C, S = 2, 6, 7, 8, 2 * CAPACITY_STEP, 5  # sizes all different: none is tied to another
@@ -206,6 +229,27 @@ def _example(model):
     return inputs, sizes
 
 
+def _direct(compiled):
+    """The compiled module's run, called with the tensors as a list: its __call__ also parses the input and
+    output specs at every call (75 us of a 0.45 ms step). Falls back to __call__ where torch has no loader."""
+    run = getattr(getattr(compiled, "loader", None), "boxed_run", None)
+    return compiled if run is None else (lambda *tensors: run(list(tensors)))
+
+
+def _compile(module, inputs, sizes):
+    """module -> its forward, compiled ahead of time (AOTInductor) for inputs of these sizes."""
+    try:
+        with torch.no_grad(), torch.fx.experimental._config.patch(**EXPORT_CONFIG):
+            program = torch.export.export(module.eval(), inputs, dynamic_shapes=sizes)
+        with tempfile.TemporaryDirectory(prefix="aiayn-compiled-") as tmp, \
+                torch._inductor.config.patch(**INDUCTOR_CONFIG):
+            package = torch._inductor.aoti_compile_and_package(program, package_path=str(Path(tmp) / "model.pt2"))
+            return _direct(torch._inductor.aoti_load_package(package))
+    except Exception as err:  # torch.export's and inductor's many error types: say what to do
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise AiaynError(f"torch could not compile the decoding step ({reason}); decode without --compile") from err
+
+
 class CompiledDecoder:
     """The decoding interface of a Transformer (encode, init_state, decode_step: aiayn/model/__init__.py)
     with a compiled decode_step, for beam search. Attention maps are not returned (decode eagerly for them).
@@ -214,34 +258,46 @@ class CompiledDecoder:
 
     def __init__(self, model, max_rows: int = MAX_ROWS):
         self.model, self.max_rows = model.eval(), max_rows
-        self._step = None
+        self._step = self._encode = None
 
     def warm_up(self, beam: int = 4) -> None:
         """Compiles the step now (30-60 s) rather than in the first search. beam: kept for callers; the
         compiled step serves every beam size (beam 1 runs eagerly)."""
-        if self._step is None:
-            self._step = self._compile()
+        self._compiled()
 
     def _compile(self):
+        """(the step, the encoder), each compiled ahead of time."""
         # inductor's autotuning calls a deprecated torch API (torch 2.13): not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
-        inputs, sizes = _example(self.model)
-        try:
-            with torch.no_grad(), torch.fx.experimental._config.patch(**EXPORT_CONFIG):
-                program = torch.export.export(_Step(self.model).eval(), inputs, dynamic_shapes=sizes)
-            with tempfile.TemporaryDirectory(prefix="aiayn-compiled-") as tmp, \
-                    torch._inductor.config.patch(**INDUCTOR_CONFIG):
-                package = torch._inductor.aoti_compile_and_package(program, package_path=str(Path(tmp) / "step.pt2"))
-                return torch._inductor.aoti_load_package(package)
-        except Exception as err:  # torch.export's and inductor's many error types: say what to do
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise AiaynError(f"torch could not compile the decoding step ({reason}); decode without --compile") from err
+        S = Dim("S", min=2, max=position_table(self.model).size(0))  # sources longer are cut (translator.py)
+        encode_inputs = (torch.full((3, 7), self.model.pad_id),), ({0: Dim("B", min=1, max=1 << 20), 1: S},)
+        return _compile(_Step(self.model), *_example(self.model)), _compile(_Encode(self.model), *encode_inputs)
 
-    def encode(self, src: torch.Tensor, return_attention: bool = False):
-        return self.model.encode(src, return_attention)
+    def _compiled(self):
+        if self._step is None:
+            self._step, self._encode = self._compile()
+        return self._step, self._encode
 
-    def init_state(self, memory: torch.Tensor, src: torch.Tensor) -> TransformerState:
-        return self.model.init_state(memory, src)
+    def encode(self, src: torch.Tensor, return_attention: bool = False) -> tuple[Encoded, None]:
+        """src (B, S) -> (Encoded, None): the cross-attention K/V of every layer, for init_state."""
+        if return_attention:
+            raise ValueError("the compiled decoder returns no attention maps: decode with the model itself")
+        if src.size(1) == 1:  # sources of </s> alone: one padding position more (compiled for S >= 2)
+            src = F.pad(src, (0, 1), value=self.model.pad_id)
+        return Encoded(src, *self._compiled()[1](src)), None
+
+    def init_state(self, memory: Encoded, src: torch.Tensor):
+        """One row per sentence: a CompiledState, or the model's own TransformerState where the first step
+        has too many rows to compile (see decode_step)."""
+        B, (L, _, H, _, d) = src.size(0), memory.cross_k.shape
+        if 2 * B > self.max_rows:
+            caches = [LayerCache(k, v) for k, v in zip(memory.cross_k, memory.cross_v)]
+            generator = self.model._prepared_generator.get(self.model.generator.weight)
+            return TransformerState(caches, padding_mask(memory.src, self.model.pad_id), generator,
+                                    self.model.generator.bias)
+        self_k = memory.cross_k.new_zeros(L, CAPACITY_STEP, B, H, d)
+        return CompiledState(self_k, torch.zeros_like(self_k), torch.zeros(B, CAPACITY_STEP, dtype=torch.long),
+                             torch.arange(B), memory.cross_k, memory.cross_v, memory.src_bias, 0)
 
     def decode_step(self, tokens: torch.Tensor, state, return_attention: bool = False):
         """As Transformer.decode_step: (log_probs (R, V), state, None); the state's caches are written in
@@ -272,11 +328,9 @@ class CompiledDecoder:
         return log_probs.index_select(0, first), twice
 
     def _compiled_step(self, tokens, state, rows):
-        if self._step is None:
-            self._step = self._compile()
         R, t = tokens.size(0), state.step
         _make_room(state, R)
-        log_probs, ancestors, k, v = self._step(tokens, torch.tensor([t]), rows, state.ancestors, state.self_k,
+        log_probs, ancestors, k, v = self._compiled()[0](tokens, torch.tensor([t]), rows, state.ancestors, state.self_k,
                                                 state.self_v, state.cross_k, state.cross_v, state.src_bias)
         state.self_k[:, t, :R], state.self_v[:, t, :R] = k, v  # slot r of position t: row r of this step
         return log_probs, CompiledState(state.self_k, state.self_v, ancestors, torch.arange(R), state.cross_k,

@@ -34,8 +34,9 @@ def packing_pays() -> bool:
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, prepared: PreparedWeight) -> torch.Tensor:
     """x (..., in) -> (..., out) = x W^T + b; `prepared` caches W's inference form (kept until W changes):
     oneDNN-packed on AVX-512 CPUs for large products, else W^T contiguous (see above)."""
-    if x.dtype != torch.float32 or not packs(weight) or torch.is_autocast_enabled("cpu"):
-        return nn.functional.linear(x, weight, bias)  # training, bf16, GPU: torch's own product
+    if (x.dtype != torch.float32 or not packs(weight) or torch.is_autocast_enabled("cpu")
+            or torch.compiler.is_compiling()):  # training, bf16, GPU, or traced (compiled.py): torch's own product
+        return nn.functional.linear(x, weight, bias)
     rows = x.numel() // x.size(-1)
     if packing_pays():
         if rows * weight.size(0) >= PACK_MIN_OUTPUTS:
