@@ -18,9 +18,11 @@ WORKERS_HELP = ("batches decoded side by side on CPU, each on one core: worker p
                 "native engine (forked on Linux: they share the model's memory), CTranslate2's inter_threads for "
                 "ct2; the cores are the usual choice for a file (default: 1, this process alone; interactive "
                 "input decodes one line at a time, so more than one gains nothing there)")
-COMPILE_HELP = ("native engine on CPU: beam search takes a decoding step compiled by torch.compile (needs a C++ "
-                "compiler; compiling takes 30-45 s as the model loads, once: forked workers share it); faster one "
-                "sentence at a time and in the tails of large batches (BENCHMARKS.md) (default: off)")
+COMPILE_HELP = ("native engine on CPU: beam search runs an encoder and decoding step compiled ahead of time by "
+                "torch (AOTInductor; needs a C++ compiler). The first run of a model compiles for about a minute, "
+                "later ones load it from $AIAYN_CACHE/compiled (default ~/.cache/aiayn) in seconds; forked "
+                "workers share it. Faster at small batches, one sentence at a time above all (BENCHMARKS.md) "
+                "(default: off)")
 EARLY_HELP = ("end a sentence's beam search at beam-size finished hypotheses (fairseq's and CTranslate2's rule: "
               "fewer steps); --no-early-stopping goes on while a live hypothesis could still win (default: the "
               "model's decode.early_stopping, false; on with --engine ct2)")

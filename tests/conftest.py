@@ -14,6 +14,16 @@ def _seed():
     torch.set_num_threads(2)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _compiled_cache(tmp_path_factory):
+    """Compiled decoders (aiayn.decoding.compiled_cache) are kept for this test session only: tests
+    compiling the same model share one compile, and nothing lands in the user's ~/.cache."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("AIAYN_CACHE", str(tmp_path_factory.mktemp("aiayn-cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     pairs = number_task(2000, 10, 10, seed=1)["train"]

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import aiayn.decoding.compiled as compiled_module
+import aiayn.decoding.compiled_cache as compiled_cache
 from aiayn.checkpoint import load_checkpoint
 from aiayn.cli import main
 from aiayn.decoding.compiled import CompiledDecoder, check_compilable, compiler_present
@@ -92,19 +93,20 @@ def test_two_models_never_share_a_graph(model, one_thread):
 
 
 def _compare_two(model, other):
-    src = _source(model, B=2)
-    outputs = []
-    for m in (model, other):
-        decoder = CompiledDecoder(m, max_rows=1000)
-        state = decoder.init_state(decoder.encode(src)[0], src)
-        for t in range(2):
-            log_probs, state, _ = decoder.decode_step(torch.tensor([1, 1] if t == 0 else [5, 6]), state)
-        outputs.append(log_probs)
-        expected_state = m.init_state(m.encode(src)[0], src)
-        for t in range(2):
-            expected, expected_state, _ = m.decode_step(torch.tensor([1, 1] if t == 0 else [5, 6]), expected_state)
+    assert not torch.allclose(_compiled_equals_eager(model), _compiled_equals_eager(other))
+
+
+def _compiled_equals_eager(m):
+    """Two compiled steps of m equal its eager ones; returns the last log-probs."""
+    src = _source(m, B=2)
+    decoder = CompiledDecoder(m, max_rows=1000)
+    state, expected_state = decoder.init_state(decoder.encode(src)[0], src), m.init_state(m.encode(src)[0], src)
+    for t in range(2):
+        tokens = torch.tensor([1, 1] if t == 0 else [5, 6])
+        log_probs, state, _ = decoder.decode_step(tokens, state)
+        expected, expected_state, _ = m.decode_step(tokens, expected_state)
         torch.testing.assert_close(log_probs, expected, atol=1e-5, rtol=1e-5)
-    assert not torch.allclose(outputs[0], outputs[1])
+    return log_probs
 
 
 def _same_shape(model) -> dict:
@@ -190,3 +192,59 @@ def test_spawned_workers_compile_their_own(transformer_dir, one_thread):
     want = alone.translate(SENTENCES, beam=4, batch_size=2)
     assert [r.text for r in got] == [r.text for r in want]
 
+
+
+@needs_compiler
+def test_a_compiled_decoder_is_kept_and_loaded_again(model, monkeypatch, one_thread):
+    """The second decoder of the same model loads what the first compiled (no compiling: _package would
+    fail), and decodes as the model does."""
+    CompiledDecoder(model).warm_up()
+    key = compiled_cache.fingerprint(model)
+    assert sorted(p.name for p in (compiled_cache.cache_root() / key).iterdir()) == ["encode.pt2", "step.pt2"]
+    monkeypatch.setattr(compiled_module, "_package", lambda *a: pytest.fail("compiled again"))
+    with torch.inference_mode():
+        _compiled_equals_eager(model)  # loaded from the cache
+
+
+def test_the_fingerprint_follows_weights_settings_and_threads(model, monkeypatch):
+    other = copy.deepcopy(model)
+    assert compiled_cache.fingerprint(other) == compiled_cache.fingerprint(model)
+    with torch.no_grad():
+        other.decoder_layers[0].ffn.w_1.bias[0] += 1e-3
+    assert compiled_cache.fingerprint(other) != compiled_cache.fingerprint(model)
+    other = copy.deepcopy(model)
+    other.decoder_layers[0].norm_first = not other.decoder_layers[0].norm_first
+    assert compiled_cache.fingerprint(other) != compiled_cache.fingerprint(model)
+    key = compiled_cache.fingerprint(model)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 7)
+    assert compiled_cache.fingerprint(model) != key
+
+
+def _fake_build(directory):
+    for name in ("a", "b"):
+        (directory / name).write_text("good")
+
+
+def _fake_load(path):
+    if path.read_text() != "good":
+        raise RuntimeError("damaged")
+    return path.name
+
+
+def test_a_damaged_cache_is_built_again(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("AIAYN_CACHE", str(tmp_path))
+    assert compiled_cache.cached("k", ["a", "b"], _fake_build, _fake_load) == ["a", "b"]
+    (compiled_cache.cache_root() / "k" / "b").write_text("garbage")
+    assert compiled_cache.cached("k", ["a", "b"], _fake_build, _fake_load) == ["a", "b"]
+    assert "could not be loaded" in caplog.text
+    assert (compiled_cache.cache_root() / "k" / "b").read_text() == "good"
+    assert [p.name for p in compiled_cache.cache_root().iterdir()] == ["k"]  # no temporary left beside
+
+
+def test_an_unwritable_cache_builds_for_this_run(monkeypatch, tmp_path, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("AIAYN_CACHE", str(blocker))
+    assert compiled_cache.cached("k", ["a", "b"], _fake_build, _fake_load) == ["a", "b"]
+    assert "cannot keep the compiled decoder" in caplog.text
+    assert blocker.read_text() == "not a directory"

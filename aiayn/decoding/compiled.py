@@ -9,10 +9,11 @@ made for these shapes by max-autotune, and no Python between the kernels nor gua
 guards and wrapper took ~0.3 ms of a 1.2 ms step with torch.compile). Measured on the 12-minute Multi30k
 model, 4 rows: 1.63 ms a step eager, ~0.45 ms compiled (BENCHMARKS.md, issue 10, ninth session).
 
-The costs, why it is not the default: compiling takes 30-45 s as the model loads, needs a C++ compiler,
-and is done again by every process (forked workers share their parent's); and the numbers differ from the
-eager step in the last bits (another summation order), so where two hypotheses nearly tie a beam output
-can differ.
+The encoder is compiled too, with every layer's cross-attention K/V (2 ms eager for a sentence, ~1 ms
+compiled). The costs, why it is not the default: the first run of a model compiles for about a minute
+(then it is kept: aiayn/decoding/compiled_cache.py), it needs a C++ compiler, and the numbers differ from
+the eager ones in the last bits (another summation order), so where two hypotheses nearly tie a beam
+output can differ.
 
 Layout: the self-attention K and V of every layer in two tensors (L, C, R0, H, d_head), C the capacity
 (grown by CAPACITY_STEP positions when full), R0 slots. The step for rows r = 0..R-1 writes position t of
@@ -26,7 +27,6 @@ switches to the compiled step when its rows become few enough, its state convert
 
 import math
 import shutil
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,7 @@ import torch.fx.experimental._config
 from torch.export import Dim
 from torch.nn import functional as F
 
+from aiayn.decoding.compiled_cache import cached, fingerprint
 from aiayn.decoding.translate_batch import position_table
 from aiayn.errors import AiaynError
 from aiayn.model.masks import padding_mask
@@ -125,7 +126,7 @@ def check_compilable(model, device: torch.device) -> None:
     if next(model.parameters()).dtype != torch.float32:
         raise AiaynError("--compile covers float32 models; decode without it")
     if not compiler_present():
-        raise AiaynError("--compile needs a C++ compiler (torch.compile builds the step as C++): install one "
+        raise AiaynError("--compile needs a C++ compiler (torch builds the decoder as C++): install one "
                          "(Debian/Ubuntu: apt-get install g++), or decode without --compile")
 
 
@@ -236,18 +237,21 @@ def _direct(compiled):
     return compiled if run is None else (lambda *tensors: run(list(tensors)))
 
 
-def _compile(module, inputs, sizes):
-    """module -> its forward, compiled ahead of time (AOTInductor) for inputs of these sizes."""
+def _package(module, inputs, sizes, path: Path) -> None:
+    """module -> a package of its forward at `path`, compiled ahead of time (AOTInductor) for inputs of
+    these sizes."""
     try:
         with torch.no_grad(), torch.fx.experimental._config.patch(**EXPORT_CONFIG):
             program = torch.export.export(module.eval(), inputs, dynamic_shapes=sizes)
-        with tempfile.TemporaryDirectory(prefix="aiayn-compiled-") as tmp, \
-                torch._inductor.config.patch(**INDUCTOR_CONFIG):
-            package = torch._inductor.aoti_compile_and_package(program, package_path=str(Path(tmp) / "model.pt2"))
-            return _direct(torch._inductor.aoti_load_package(package))
+        with torch._inductor.config.patch(**INDUCTOR_CONFIG):
+            torch._inductor.aoti_compile_and_package(program, package_path=str(path))
     except Exception as err:  # torch.export's and inductor's many error types: say what to do
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise AiaynError(f"torch could not compile the decoding step ({reason}); decode without --compile") from err
+
+
+def _load(path: Path):
+    return _direct(torch._inductor.aoti_load_package(str(path)))
 
 
 class CompiledDecoder:
@@ -266,12 +270,17 @@ class CompiledDecoder:
         self._compiled()
 
     def _compile(self):
-        """(the step, the encoder), each compiled ahead of time."""
+        """(the step, the encoder), each compiled ahead of time, or loaded where kept (compiled_cache)."""
         # inductor's autotuning calls a deprecated torch API (torch 2.13): not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
         S = Dim("S", min=2, max=position_table(self.model).size(0))  # sources longer are cut (translator.py)
         encode_inputs = (torch.full((3, 7), self.model.pad_id),), ({0: Dim("B", min=1, max=1 << 20), 1: S},)
-        return _compile(_Step(self.model), *_example(self.model)), _compile(_Encode(self.model), *encode_inputs)
+
+        def build(directory: Path) -> None:
+            _package(_Step(self.model), *_example(self.model), directory / "step.pt2")
+            _package(_Encode(self.model), *encode_inputs, directory / "encode.pt2")
+
+        return tuple(cached(fingerprint(self.model), ["step.pt2", "encode.pt2"], build, _load))
 
     def _compiled(self):
         if self._step is None:

@@ -127,9 +127,9 @@ class Translator:
         int8 (default: CTranslate2's default for the device, the export's float32 on CPU). workers: batches
         decoded at once on a CPU, each on one core: CTranslate2's inter_threads, or for the native engine
         that many worker processes (aiayn.decoding.workers; close() ends them); 1: this process alone.
-        compile: beam searches (without attention maps) take a compiled decoding step
-        (aiayn.decoding.compiled: faster at small batches), compiled before this returns (30-45 s; forked
-        workers share it). Also sets glibc to reuse freed memory in this process
+        compile: beam searches (without attention maps) take a compiled encoder and decoding step
+        (aiayn.decoding.compiled: faster at small batches), compiled before this returns (about a minute the
+        first time, then loaded from the cache, aiayn.decoding.compiled_cache; forked workers share it). Also sets glibc to reuse freed memory in this process
         (aiayn.device.keep_freed_memory): decoding is faster."""
         from aiayn.checkpoint import load_checkpoint, resolve_model_dir
         from aiayn.device import keep_freed_memory, resolve_device

@@ -1,0 +1,85 @@
+"""Where compiled decoders are kept between runs: $AIAYN_CACHE/compiled (default ~/.cache/aiayn/compiled),
+one directory per fingerprint of what the compiled code depends on. Compiling takes 30-60 s; loading a
+kept one about a second.
+
+The fingerprint covers the model (every weight's bytes, its modules and their settings), the code that
+builds the compiled modules (aiayn/model and aiayn/decoding/compiled.py), torch's version, the CPU (its
+instruction set flags: inductor generates code for the CPU it runs on) and the number of torch threads
+(inductor fixes a kernel's thread count when it compiles it). A directory appears only complete (written
+beside, then renamed); one that cannot be loaded is compiled again. Where the cache cannot be written, the
+compiled files go to a temporary directory for this run only, with a warning.
+"""
+
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from aiayn.checkpoint import atomic_dir
+
+log = logging.getLogger(__name__)
+CACHE_FORMAT = 1  # bump when the layout of a cache directory changes
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("AIAYN_CACHE", Path.home() / ".cache" / "aiayn")) / "compiled"
+
+
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line for line in f if line.startswith("flags")), "")
+    except OSError:  # not Linux
+        return platform.processor()
+
+
+def _code_files() -> list[Path]:
+    package = Path(__file__).resolve().parent.parent  # aiayn/
+    return sorted((package / "model").glob("*.py")) + [package / "decoding" / "compiled.py"]
+
+
+def fingerprint(model: torch.nn.Module) -> str:
+    """A hex digest of everything the compiled modules of `model` depend on (see above)."""
+    h = hashlib.sha256()
+    for part in (str(CACHE_FORMAT), torch.__version__, platform.machine(), _cpu_flags(), str(torch.get_num_threads())):
+        h.update(part.encode() + b"\0")
+    for path in _code_files():
+        h.update(path.read_bytes())
+    for name, module in model.named_modules():  # structure and settings (pre/post norm, scaling, ...)
+        settings = {k: v for k, v in vars(module).items() if isinstance(v, (bool, int, float, str, type(None)))}
+        h.update(f"{name}:{type(module).__qualname__}:{sorted(settings.items())}".encode())
+    for name, tensor in model.state_dict().items():
+        h.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        h.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:32]
+
+
+def cached(key: str, names: list[str], build: Callable[[Path], None], load: Callable[[Path], object]) -> list:
+    """The loaded files `names` of the cache directory `key`; build(directory) writes them first where the
+    directory is missing or cannot be loaded. Returns [load(directory / name) for name in names]."""
+    directory = cache_root() / key
+    if all((directory / name).is_file() for name in names):
+        try:
+            return [load(directory / name) for name in names]
+        except Exception as err:  # a damaged or foreign file: compile again
+            log.warning("compiled decoder in %s could not be loaded (%s); compiling it again", directory, err)
+    try:
+        with atomic_dir(directory) as tmp:
+            build(tmp)
+    except OSError as err:
+        log.warning("cannot keep the compiled decoder in %s (%s); it is compiled again next run", directory, err)
+        with tempfile.TemporaryDirectory(prefix="aiayn-compiled-") as tmp:
+            build(Path(tmp))
+            return [load(Path(tmp) / name) for name in names]
+    return [load(directory / name) for name in names]
+
+
+def clear() -> None:
+    """Removes every kept compiled decoder."""
+    shutil.rmtree(cache_root(), ignore_errors=True)
