@@ -12,7 +12,9 @@ import aiayn.decoding.compiled as compiled_module
 import aiayn.decoding.compiled_cache as compiled_cache
 from aiayn.checkpoint import load_checkpoint
 from aiayn.cli import main
+from aiayn.decoding.beam import top_candidates
 from aiayn.decoding.compiled import CompiledDecoder, check_compilable, compiler_present
+from aiayn.decoding.greedy import forbid_specials
 from aiayn.decoding.translator import Translator
 from aiayn.errors import AiaynError
 
@@ -46,7 +48,8 @@ def test_steps_equal_the_eager_steps(model, max_rows, B, monkeypatch, one_thread
     """B sentences, 3 beams: the rows reordered at random within each sentence at every step, sentences 1 and
     3 leave after step 4, the cache grows every 4 positions. With max_rows 1000 every step is compiled, the
     first (one row per sentence) run twice. With max_rows 6 the search switches to the compiled step only
-    after step 4 (6 rows), from an eager state with a pending selection and 5 positions cached."""
+    after step 4 (6 rows), from an eager state with a pending selection and 5 positions cached. Every other
+    step gives beam search's candidates (step_candidates) instead of the log-probs."""
     monkeypatch.setattr(compiled_module, "CAPACITY_STEP", 4)
     decoder = CompiledDecoder(model, max_rows=max_rows)
     src = _source(model, B=B)
@@ -55,11 +58,18 @@ def test_steps_equal_the_eager_steps(model, max_rows, B, monkeypatch, one_thread
     gen = torch.Generator().manual_seed(0)
     for t in range(11):
         expected, eager, _ = model.decode_step(tokens, eager)
-        got, fast, maps = decoder.decode_step(tokens, fast)
-        kinds.append(type(fast).__name__)
-        assert maps is None
-        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
         n = len(tokens) // (1 if t == 0 else K)
+        if t % 2:  # the step with beam search's candidates (2K of them, from random scores, pad and bos forbidden)
+            scores = torch.randn(n, len(tokens) // n, generator=gen)
+            want = top_candidates(forbid_specials(expected.clone(), 0, 1).view(n, -1, expected.size(-1)), scores, 6)
+            got, fast = decoder.step_candidates(tokens, fast, scores, 6, (0, 1))
+            torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=1e-5)
+            assert [g.tolist() for g in got[1:]] == [w.tolist() for w in want[1:]]
+        else:
+            got, fast, maps = decoder.decode_step(tokens, fast)
+            assert maps is None
+            torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        kinds.append(type(fast).__name__)
         sentences = torch.tensor([0, 2]) if t == 4 else None
         kept = [0, 2] if t == 4 else range(n)
         rows = torch.cat([b * (1 if t == 0 else K) + torch.randint(0, 1 if t == 0 else K, (K,), generator=gen)
@@ -143,16 +153,16 @@ def test_cli_checks_the_input_before_compiling(transformer_dir, tmp_path, capsys
 
 @needs_compiler
 def test_workers_decode_with_the_compiled_step(transformer_dir, tmp_path, monkeypatch, one_thread):
-    """Each worker compiles its own step as it starts. The forked workers inherit this patch: each process
-    that takes a compiled step leaves its pid in tmp_path."""
-    step = CompiledDecoder.decode_step
+    """The forked workers take the parent's compiled step, and inherit this patch: each process that takes
+    a compiled step leaves its pid in tmp_path."""
+    step = CompiledDecoder._compiled_step
 
     def noted(self, *args, **kwargs):
         (tmp_path / str(os.getpid())).touch()
         return step(self, *args, **kwargs)
 
     alone = Translator.from_pretrained(transformer_dir)
-    monkeypatch.setattr(CompiledDecoder, "decode_step", noted)
+    monkeypatch.setattr(CompiledDecoder, "_compiled_step", noted)
     with Translator.from_pretrained(transformer_dir, workers=2, compile=True) as pooled:
         for path in tmp_path.iterdir():  # the warm-up's steps
             path.unlink()

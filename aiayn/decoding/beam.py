@@ -107,7 +107,8 @@ def top_candidates(log_probs: torch.Tensor, scores: torch.Tensor, n: int):
     maximum is below n values already), so only those n x BLOCK sums are ranked: on a (256, 10000) step
     that is 0.3 ms where torch.topk over each sentence's G x V sums takes 5 ms on one core. The blocks are
     read as slices of a strided view (Tensor.unfold), not element by element: at (64, 4, 10000), 0.9
-    against 1.2 ms a call (seventh session; whole searches at batch 64 were within the noise)."""
+    against 1.2 ms a call (seventh session; whole searches at batch 64 were within the noise). No branch
+    depends on the values: aiayn.decoding.compiled traces it into its compiled step."""
     B, G, V = log_probs.shape
     if V < 8 * BLOCK:  # a small vocabulary: rank every sum
         values, index = (scores[:, :, None] + log_probs).view(B, G * V).topk(n, dim=1)
@@ -127,9 +128,9 @@ def top_candidates(log_probs: torch.Tensor, scores: torch.Tensor, n: int):
     row_index = torch.arange(B, device=rows.device)[:, None] * G + origin  # (B', n)
     windows = rows.unfold(1, BLOCK, 1)  # (B' G, V - BLOCK + 1, BLOCK), a view: BLOCK columns from each start
     sums = windows[row_index, starts] + scores.gather(1, origin)[:, :, None]  # (B', n, BLOCK): slices copied
-    if V % BLOCK and bool((last := starts == V - BLOCK).any()):  # rare: the partial last block was chosen
+    if V % BLOCK:  # where the partial last block was chosen (rare), its columns of the block before are masked
         seen = torch.arange(BLOCK, device=rows.device) < n_full * BLOCK - (V - BLOCK)
-        sums.masked_fill_(last[:, :, None] & seen, float("-inf"))
+        sums = sums.masked_fill((starts == V - BLOCK)[:, :, None] & seen, float("-inf"))
     values, pick = sums.view(B, n * BLOCK).topk(n, dim=1)
     return values, origin.gather(1, pick // BLOCK), starts.gather(1, pick // BLOCK) + pick % BLOCK
 
@@ -152,11 +153,17 @@ def beam_search(model, src: torch.Tensor, params: SearchParams,
     for t in range(max(search.limits)):
         if params.deadline is not None and time.monotonic() > params.deadline:
             raise BudgetExceeded(f"decoding stopped after {t} steps: over its time budget")
-        log_probs, state, maps = model.decode_step(tokens, state, params.return_attention)
-        log_probs = _restrict(forbid_specials(log_probs, params.pad_id, params.bos_id), search, t, params)
-        if maps is not None:
-            search.attn.append(maps)
-        tokens, rows, sentences = _advance(search, log_probs, t, params, finished)
+        n = 2 * params.beam
+        if hasattr(model, "step_candidates") and not params.return_attention and not _controls_at(t, search, params):
+            # the model finds the candidates itself (aiayn.decoding.compiled: inside its compiled step)
+            candidates, state = model.step_candidates(tokens, state, search.scores, n, (params.pad_id, params.bos_id))
+        else:
+            log_probs, state, maps = model.decode_step(tokens, state, params.return_attention)
+            log_probs = _restrict(forbid_specials(log_probs, params.pad_id, params.bos_id), search, t, params)
+            if maps is not None:
+                search.attn.append(maps)
+            candidates = top_candidates(log_probs.view(*search.scores.shape, -1), search.scores, n)
+        tokens, rows, sentences = _advance(search, candidates, t, params, finished)
         if tokens is None:
             break
         state = state.select(rows, sentences)
@@ -190,6 +197,12 @@ def _restrict(log_probs, search: _Search, t: int, params: SearchParams) -> torch
     return log_probs
 
 
+def _controls_at(t: int, search: _Search, params: SearchParams) -> bool:
+    """Whether _restrict changes the log-probs of step t."""
+    prefix = search.prefixes is not None and t < search.prefixes.size(1)
+    return prefix or t < params.min_length or params.no_repeat_ngram_size > 0
+
+
 def _forbid_repeats(log_probs, histories: list[list[int]], n: int) -> None:
     """A row may not output a token that completes an n-gram it already holds (fairseq's and
     transformers' no_repeat_ngram_size)."""
@@ -204,15 +217,14 @@ def _forbid_repeats(log_probs, histories: list[list[int]], n: int) -> None:
         log_probs[rows, banned] = float("-inf")
 
 
-def _advance(search: _Search, log_probs, t: int, params: SearchParams, finished):
-    """One step of search on the active rows. Of each sentence's 2K best extensions, EOS-ended ones in the
+def _advance(search: _Search, candidates, t: int, params: SearchParams, finished):
+    """One step of search on the active rows, from candidates = top_candidates(...) (values, origin row,
+    token), each (B', 2K). Of each sentence's 2K best extensions, EOS-ended ones in the
     top K finish; the first K others stay live (at most G <= K of the 2K end with EOS, so there are K).
     Returns (next tokens (B''K,), rows of the old state to keep (B''K,), sentences of the old state kept
     (B'',) or None if all are) or (None, None, None) when every sentence is done."""
-    K, n_active = params.beam, len(search.ids)
-    G = log_probs.size(0) // n_active
-    top, origin, token = top_candidates(log_probs.view(n_active, G, -1), search.scores, 2 * K)
-    top, origin, token = top.tolist(), origin.tolist(), token.tolist()  # one read each: (B', 2K)
+    K, (n_active, G) = params.beam, search.scores.shape
+    top, origin, token = (c.tolist() for c in candidates)  # one read each: (B', 2K)
     lp_now = params.lp(t + 1)  # |Y| with the token of this step
     new_rows, new_tokens, new_scores, keep_sent = [], [], [], []
     for b in range(n_active):

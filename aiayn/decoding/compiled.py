@@ -37,6 +37,7 @@ import torch.fx.experimental._config
 from torch.export import Dim
 from torch.nn import functional as F
 
+from aiayn.decoding.beam import top_candidates
 from aiayn.decoding.compiled_cache import cached, fingerprint
 from aiayn.decoding.translate_batch import position_table
 from aiayn.errors import AiaynError
@@ -139,10 +140,13 @@ class _Step(torch.nn.Module):
         self.model = model
         self.register_buffer("positions", position_table(model).detach().clone(), persistent=False)  # (max_len, D)
 
-    def forward(self, tokens, position, rows, ancestors, self_k, self_v, cross_k, cross_v, src_bias):
+    def forward(self, tokens, position, rows, ancestors, self_k, self_v, cross_k, cross_v, src_bias, hyp_scores,
+                forbidden, n_like):
         """tokens (R,), position (1,) = t, rows (R,) of ancestors (R_prev, C); self_k/self_v (L, C, R0, H,
         d_head) with positions 0..t-1; cross_k/cross_v (L, B', H, S, d_head), src_bias (B', S) -> (log_probs
-        (R, V), ancestors (R, C), keys and values of position t (L, R, H, d_head), for the caller to cache).
+        (R, V), ancestors (R, C), keys and values of position t (L, R, H, d_head), for the caller to cache,
+        and beam search's n = n_like.size(0) candidates per sentence (values, origin row, token (B', n)) from
+        the hypotheses' scores hyp_scores (R,) and the log-probs with the `forbidden` tokens (pad, bos) at -inf).
         The sublayers of DecoderLayer.step with the weights read
         directly; self-attention reads position c of row r from slot ancestors[r, c] (no cache is copied
         when beams are reordered: only the (R, C) table of slots)."""
@@ -183,7 +187,10 @@ class _Step(torch.nn.Module):
             hidden = ffn.activation(F.linear(layer.sublayer_input(x, layer.ffn_norm), ffn.w_1.weight, ffn.w_1.bias))
             x = layer.sublayer_output(x, F.linear(hidden, ffn.w_2.weight, ffn.w_2.bias), layer.ffn_norm)
         logits = F.linear(m.decoder_norm(x), m.generator.weight, m.generator.bias)  # (R, V)
-        return torch.log_softmax(logits.float(), dim=-1), ancestors, torch.stack(new_k), torch.stack(new_v)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        allowed = log_probs.index_fill(1, forbidden, float("-inf")).view(B, R // B, -1)
+        candidates = top_candidates(allowed, hyp_scores.view(B, R // B), n_like.size(0))
+        return log_probs, ancestors, torch.stack(new_k), torch.stack(new_v), *candidates
 
 
 class _Encode(torch.nn.Module):
@@ -224,9 +231,11 @@ def _example(model):
     inputs = (torch.full((R,), model.pad_id), torch.tensor([3]), torch.arange(R),
               torch.zeros(R_prev, C, dtype=torch.long),
               torch.zeros(L, C, R0, H, d), torch.zeros(L, C, R0, H, d), torch.zeros(L, B, H, S, d),
-              torch.zeros(L, B, H, S, d), torch.zeros(B, S))
+              torch.zeros(L, B, H, S, d), torch.zeros(B, S), torch.zeros(R), torch.tensor([0, 1]),
+              torch.zeros(9))
     sizes = ({0: rows}, None, {0: rows}, {0: before, 1: capacity}, {1: capacity, 2: slots}, {1: capacity, 2: slots},
-             {1: sentences, 3: length}, {1: sentences, 3: length}, {0: sentences, 1: length})
+             {1: sentences, 3: length}, {1: sentences, 3: length}, {0: sentences, 1: length},
+             {0: rows}, None, {0: Dim("n", min=1, max=1 << 20)})
     return inputs, sizes
 
 
@@ -251,7 +260,9 @@ def _package(module, inputs, sizes, path: Path) -> None:
 
 
 def _load(path: Path):
-    return _direct(torch._inductor.aoti_load_package(str(path)))
+    with warnings.catch_warnings():  # torch 2.13 unpickling its own specs: not the user's concern
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        return _direct(torch._inductor.aoti_load_package(str(path)))
 
 
 class CompiledDecoder:
@@ -318,29 +329,50 @@ class CompiledDecoder:
         failed to compile it for one)."""
         if return_attention:
             raise ValueError("the compiled step returns no attention maps: decode with the model itself")
+        out = self._step_or_none(tokens, state, None, 1, (self.model.pad_id, self.model.pad_id))
+        return self.model.decode_step(tokens, state) if out is None else (out[0], out[1], None)
+
+    def step_candidates(self, tokens: torch.Tensor, state, scores: torch.Tensor, n: int, forbidden: tuple[int, ...]):
+        """decode_step, then beam.top_candidates(log_probs with the forbidden tokens at -inf, scores (B', G),
+        n), found inside the compiled step (torch's topk over 4 x 10000 sums alone took 87 us eagerly) ->
+        ((values, origin, token) each (B', n), state)."""
+        out = self._step_or_none(tokens, state, scores, n, forbidden)
+        if out is not None:
+            return out[2], out[1]
+        from aiayn.decoding.greedy import forbid_specials
+
+        log_probs, state, _ = self.model.decode_step(tokens, state)
+        log_probs = forbid_specials(log_probs, *forbidden)
+        return top_candidates(log_probs.view(*scores.shape, -1), scores, n), state
+
+    def _step_or_none(self, tokens, state, scores, n, forbidden):
+        """(log_probs, state, candidates) from the compiled step, or None where the model's own step runs (see
+        decode_step). scores None: no candidates wanted (n = 1 from zero scores)."""
         R = tokens.size(0)
         if isinstance(state, TransformerState):
             if R > self.max_rows or (R == state.src_mask.size(0) and 2 * R > self.max_rows):
-                return self.model.decode_step(tokens, state)
+                return None
             state = _to_compiled(state, R)
-        if R == state.src_bias.size(0):  # one row per sentence: see above
-            log_probs, state = self._step_twice(tokens, state)
-            return log_probs, state, None
-        return (*self._compiled_step(tokens, state, state.rows), None)
+        scores = torch.zeros(R) if scores is None else scores.reshape(R)
+        if R == state.src_bias.size(0):  # one row per sentence: see decode_step
+            return self._step_twice(tokens, state, scores, n, forbidden)
+        return self._compiled_step(tokens, state, state.rows, scores, n, forbidden)
 
-    def _step_twice(self, tokens, state):
-        log_probs, twice = self._compiled_step(tokens.repeat_interleave(2), state, state.rows.repeat_interleave(2))
-        # the first of each pair: its position t is in slot 2r (slots 2r + 1 are never read)
+    def _step_twice(self, tokens, state, scores, n, forbidden):
+        twice = torch.stack([scores, torch.full_like(scores, float("-inf"))], 1).view(-1)  # copies never chosen
+        log_probs, state, (values, origin, token) = self._compiled_step(
+            tokens.repeat_interleave(2), state, state.rows.repeat_interleave(2), twice, n, forbidden)
+        # the first of each pair: its position t is in slot 2r (slots 2r + 1 are never read); origin is 0
         first = torch.arange(0, 2 * tokens.size(0), 2)
-        twice.ancestors = twice.ancestors.index_select(0, first)
-        twice.rows = torch.arange(tokens.size(0))
-        return log_probs.index_select(0, first), twice
+        state.ancestors, state.rows = state.ancestors.index_select(0, first), torch.arange(tokens.size(0))
+        return log_probs.index_select(0, first), state, (values, origin, token)
 
-    def _compiled_step(self, tokens, state, rows):
+    def _compiled_step(self, tokens, state, rows, scores, n, forbidden):
         R, t = tokens.size(0), state.step
         _make_room(state, R)
-        log_probs, ancestors, k, v = self._compiled()[0](tokens, torch.tensor([t]), rows, state.ancestors, state.self_k,
-                                                state.self_v, state.cross_k, state.cross_v, state.src_bias)
+        log_probs, ancestors, k, v, *candidates = self._compiled()[0](
+            tokens, torch.tensor([t]), rows, state.ancestors, state.self_k, state.self_v, state.cross_k, state.cross_v,
+            state.src_bias, scores, torch.tensor(forbidden), torch.empty(n))
         state.self_k[:, t, :R], state.self_v[:, t, :R] = k, v  # slot r of position t: row r of this step
         return log_probs, CompiledState(state.self_k, state.self_v, ancestors, torch.arange(R), state.cross_k,
-                                        state.cross_v, state.src_bias, t + 1)
+                                        state.cross_v, state.src_bias, t + 1), candidates

@@ -129,7 +129,8 @@ class Translator:
         that many worker processes (aiayn.decoding.workers; close() ends them); 1: this process alone.
         compile: beam searches (without attention maps) take a compiled encoder and decoding step
         (aiayn.decoding.compiled: faster at small batches), compiled before this returns (about a minute the
-        first time, then loaded from the cache, aiayn.decoding.compiled_cache; forked workers share it). Also sets glibc to reuse freed memory in this process
+        first time, then loaded from the cache, aiayn.decoding.compiled_cache; forked workers share it).
+        Also sets glibc to reuse freed memory in this process
         (aiayn.device.keep_freed_memory): decoding is faster."""
         from aiayn.checkpoint import load_checkpoint, resolve_model_dir
         from aiayn.device import keep_freed_memory, resolve_device
