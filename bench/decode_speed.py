@@ -209,6 +209,16 @@ def main() -> None:
         return
     layouts = args.layouts or [n for n in LAYOUTS if not (args.no_ct2 and LAYOUTS[n][0] == "ct2")]
     job = tempfile.mktemp(prefix="aiayn-ct2-job-", suffix=".json")
+    try:
+        compare(args, layouts, job)
+    finally:  # the exported model and the job: each run left them in /tmp (40 of them, seen)
+        if Path(job).exists():
+            shutil.rmtree(Path(json.loads(Path(job).read_text())["model"]).parent, ignore_errors=True)
+            Path(job).unlink()
+
+
+def compare(args, layouts: list[str], job: str) -> None:
+    """Every layout at every batch size, then aiayn's best against CTranslate2's."""
     if any(LAYOUTS[n][0] == "ct2" for n in layouts):  # the export loads torch: in a process of its own
         common = ["--model", args.model, "--pair", args.pair, "--split", args.split, "--limit", str(args.limit)]
         subprocess.run([sys.executable, __file__, "--export-job", job, *common,
