@@ -25,7 +25,10 @@ Speed (BENCHMARKS.md, issue 10): the first step runs one row per sentence (the o
 empty then); the 2K best of the K x V extensions are found from block maxima (torch's CPU topk is slow on
 long rows); those candidates are read once per step (.tolist()), and the rest of the step's book-keeping
 (finished hypotheses, the "done" test, histories) is plain Python over B' x 2K numbers, cheaper than the
-~40 small tensor operations it replaced (a batch-1 step is dominated by per-operation costs).
+~40 small tensor operations it replaced (a batch-1 step is dominated by per-operation costs). A model
+that offers step_candidates(tokens, state, scores, n, (pad, bos)) -> ((values, origin, token), state)
+finds the candidates itself (aiayn.decoding.compiled, inside its compiled step) on the steps whose
+log-probs no control changes.
 """
 
 import time

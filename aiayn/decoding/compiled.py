@@ -46,7 +46,7 @@ from aiayn.model.masks import padding_mask
 from aiayn.model.state import LayerCache, TransformerState
 
 CAPACITY_STEP = 32  # positions added to the self-attention cache when it is full
-MAX_ROWS = 64  # larger steps run eagerly: at 256 rows torch's own kernels were faster (see above)
+MAX_ROWS = 64  # larger steps run eagerly: compiled throughout, batch 64 decoded 125 against 147 sentences/s
 
 
 @dataclass
@@ -257,7 +257,7 @@ def _package(module, inputs, sizes, path: Path) -> None:
             torch._inductor.aoti_compile_and_package(program, package_path=str(path))
     except Exception as err:  # torch.export's and inductor's many error types: say what to do
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise AiaynError(f"torch could not compile the decoding step ({reason}); decode without --compile") from err
+        raise AiaynError(f"torch could not compile the decoder ({reason}); decode without --compile") from err
 
 
 def _load(path: Path):
