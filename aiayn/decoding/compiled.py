@@ -47,6 +47,10 @@ from aiayn.model.state import LayerCache, TransformerState
 
 CAPACITY_STEP = 32  # positions added to the self-attention cache when it is full
 MAX_ROWS = 64  # larger steps run eagerly: compiled throughout, batch 64 decoded 125 against 147 sentences/s
+# larger sources (B x S tokens, padding included) are encoded eagerly: the compiled encoder took 0.68 against
+# 1.51 ms for 1 x 15 tokens, 1.92 against 2.33 for 2 x 20, but 3.88 against 3.31 for 4 x 20 and twice the
+# eager time from 8 x 32 to 64 x 32 (its products tuned to the small example it was exported with)
+MAX_ENCODE_TOKENS = 48
 
 
 @dataclass
@@ -300,12 +304,14 @@ class CompiledDecoder:
         return self._step, self._encode
 
     def encode(self, src: torch.Tensor, return_attention: bool = False) -> tuple[Encoded, None]:
-        """src (B, S) -> (Encoded, None): the cross-attention K/V of every layer, for init_state."""
+        """src (B, S) -> (Encoded, None): the cross-attention K/V of every layer, for init_state; compiled
+        for up to MAX_ENCODE_TOKENS tokens, eager beyond."""
         if return_attention:
             raise ValueError("the compiled decoder returns no attention maps: decode with the model itself")
         if src.size(1) == 1:  # sources of </s> alone: one padding position more (compiled for S >= 2)
             src = F.pad(src, (0, 1), value=self.model.pad_id)
-        return Encoded(src, *self._compiled()[1](src)), None
+        encode = self._compiled()[1] if src.numel() <= MAX_ENCODE_TOKENS else _Encode(self.model)  # see above
+        return Encoded(src, *encode(src)), None
 
     def init_state(self, memory: Encoded, src: torch.Tensor):
         """One row per sentence: a CompiledState, or the model's own TransformerState where the first step
