@@ -9,8 +9,8 @@ made for these shapes by max-autotune, and no Python between the kernels nor gua
 guards and wrapper took ~0.3 ms of a 1.2 ms step with torch.compile). Measured on the 12-minute Multi30k
 model, 4 rows: 1.63 ms a step eager, ~0.45 ms compiled (BENCHMARKS.md, issue 10, ninth session).
 
-The encoder is compiled too, with every layer's cross-attention K/V (2 ms eager for a sentence, ~1 ms
-compiled), and so is beam search's candidate search (step_candidates: 0.15 ms a step eagerly, mostly
+The encoder is compiled too, with every layer's cross-attention K/V, for small batches (1.5 ms eager for
+a sentence, 0.7 ms compiled; MAX_ENCODE_TOKENS), and so is beam search's candidate search (step_candidates: 0.15 ms a step eagerly, mostly
 per-operation costs). The costs, why it is not the default: the first run of a model compiles for about a minute
 (then it is kept: aiayn/decoding/compiled_cache.py), it needs a C++ compiler, and the numbers differ from
 the eager ones in the last bits (another summation order), so where two hypotheses nearly tie a beam
