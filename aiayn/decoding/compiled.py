@@ -10,11 +10,11 @@ guards and wrapper took ~0.3 ms of a 1.2 ms step with torch.compile). Measured o
 model, 4 rows: 1.63 ms a step eager, ~0.45 ms compiled (BENCHMARKS.md, issue 10, ninth session).
 
 The encoder is compiled too, with every layer's cross-attention K/V, for small batches (1.5 ms eager for
-a sentence, 0.7 ms compiled; MAX_ENCODE_TOKENS), and so is beam search's candidate search (step_candidates: 0.15 ms a step eagerly, mostly
-per-operation costs). The costs, why it is not the default: the first run of a model compiles for about a minute
-(then it is kept: aiayn/decoding/compiled_cache.py), it needs a C++ compiler, and the numbers differ from
-the eager ones in the last bits (another summation order), so where two hypotheses nearly tie a beam
-output can differ.
+a sentence, 0.7 ms compiled; MAX_ENCODE_TOKENS), and so is beam search's candidate search
+(step_candidates: 0.15 ms a step eagerly, mostly per-operation costs). The costs, why it is not the
+default: the first run of a model compiles for about a minute (then it is kept:
+aiayn/decoding/compiled_cache.py), it needs a C++ compiler, and the numbers differ from the eager ones in
+the last bits (another summation order), so where two hypotheses nearly tie a beam output can differ.
 
 Layout: the self-attention K and V of every layer in two tensors (L, C, R0, H, d_head), C the capacity
 (grown by CAPACITY_STEP positions when full), R0 slots. The step for rows r = 0..R-1 writes position t of
