@@ -339,10 +339,10 @@ class CompiledDecoder:
         out = self._step_or_none(tokens, state, None, 1, (self.model.pad_id, self.model.pad_id))
         return self.model.decode_step(tokens, state) if out is None else (out[0], out[1], None)
 
-    def step_candidates(self, tokens: torch.Tensor, state, scores: torch.Tensor, n: int, forbidden: tuple[int, ...]):
-        """decode_step, then beam.top_candidates(log_probs with the forbidden tokens at -inf, scores (B', G),
-        n), found inside the compiled step (torch's topk over 4 x 10000 sums alone took 87 us eagerly) ->
-        ((values, origin, token) each (B', n), state)."""
+    def step_candidates(self, tokens: torch.Tensor, state, scores: torch.Tensor, n: int, forbidden: tuple[int, int]):
+        """decode_step, then beam.top_candidates(log_probs with the two forbidden tokens (pad, bos) at -inf,
+        scores (B', G), n), found inside the compiled step (torch's topk over 4 x 10000 sums alone took 87 us
+        eagerly) -> ((values, origin, token) each (B', n), state)."""
         out = self._step_or_none(tokens, state, scores, n, forbidden)
         if out is not None:
             return out[2], out[1]
