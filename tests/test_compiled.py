@@ -264,10 +264,11 @@ def test_an_unwritable_cache_builds_for_this_run(monkeypatch, tmp_path, caplog):
 def test_large_sources_are_encoded_eagerly(model, monkeypatch, one_thread):
     """Beyond MAX_ENCODE_TOKENS the encoder runs eagerly (the compiled one was slower there); the compiled
     steps after it still give the model's numbers."""
-    CompiledDecoder(model).warm_up()  # compiled (or loaded) first: below, _Encode is called only to encode
+    CompiledDecoder(model).warm_up()  # compiled (or loaded) first: below, _Encode.forward runs only to encode
     monkeypatch.setattr(compiled_module, "MAX_ENCODE_TOKENS", 0)
-    eager, real = [], compiled_module._Encode
-    monkeypatch.setattr(compiled_module, "_Encode", lambda m: (eager.append(m), real(m))[1])
+    eager, forward = [], compiled_module._Encode.forward
+    monkeypatch.setattr(compiled_module._Encode, "forward", lambda self, src: (eager.append(self.model),
+                                                                               forward(self, src))[1])
     with torch.inference_mode():
         _compiled_equals_eager(model)
     assert eager == [model]

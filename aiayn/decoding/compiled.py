@@ -22,8 +22,8 @@ slot r; a table of ancestors (R, C) says in which slot each earlier position of 
 beam search reorders rows, only that table is reordered, never the caches (copying them took more than the
 rest of the step). The cross-attention K/V (L, B', H, S, d_head) and the source mask as an additive bias
 (B', S) are kept per sentence and selected only when sentences leave the batch. Steps of more than
-MAX_ROWS rows run eagerly (at 256 rows torch's kernels were faster than the generated ones); a search
-switches to the compiled step when its rows become few enough, its state converted.
+MAX_ROWS rows run eagerly (see there); a search switches to the compiled step when its rows become few
+enough, its state converted.
 """
 
 import math
@@ -40,10 +40,10 @@ from torch.nn import functional as F
 
 from aiayn.decoding.beam import top_candidates
 from aiayn.decoding.compiled_cache import cached, fingerprint
+from aiayn.decoding.greedy import forbid_specials
 from aiayn.decoding.translate_batch import position_table
 from aiayn.errors import AiaynError
-from aiayn.model.masks import padding_mask
-from aiayn.model.state import LayerCache, TransformerState
+from aiayn.model.state import TransformerState
 
 CAPACITY_STEP = 32  # positions added to the self-attention cache when it is full
 MAX_ROWS = 64  # larger steps run eagerly: compiled throughout, batch 64 decoded 125 against 147 sentences/s
@@ -279,10 +279,11 @@ class CompiledDecoder:
     def __init__(self, model, max_rows: int = MAX_ROWS):
         self.model, self.max_rows = model.eval(), max_rows
         self._step = self._encode = None
+        self._eager_encode = _Encode(self.model)  # for sources over MAX_ENCODE_TOKENS (see there)
 
     def warm_up(self, beam: int = 4) -> None:
-        """Compiles the step now (30-60 s) rather than in the first search. beam: kept for callers; the
-        compiled step serves every beam size (beam 1 runs eagerly)."""
+        """Compiles the step and the encoder now (about a minute), or loads them where kept (a few seconds),
+        rather than in the first search. beam: kept for callers; the compiled step serves every beam size."""
         self._compiled()
 
     def _compile(self):
@@ -310,7 +311,7 @@ class CompiledDecoder:
             raise ValueError("the compiled decoder returns no attention maps: decode with the model itself")
         if src.size(1) == 1:  # sources of </s> alone: one padding position more (compiled for S >= 2)
             src = F.pad(src, (0, 1), value=self.model.pad_id)
-        encode = self._compiled()[1] if src.numel() <= MAX_ENCODE_TOKENS else _Encode(self.model)  # see above
+        encode = self._compiled()[1] if src.numel() <= MAX_ENCODE_TOKENS else self._eager_encode
         return Encoded(src, *encode(src)), None
 
     def init_state(self, memory: Encoded, src: torch.Tensor):
@@ -318,10 +319,7 @@ class CompiledDecoder:
         has too many rows to compile (see decode_step)."""
         B, (L, _, H, _, d) = src.size(0), memory.cross_k.shape
         if 2 * B > self.max_rows:
-            caches = [LayerCache(k, v) for k, v in zip(memory.cross_k, memory.cross_v)]
-            generator = self.model._prepared_generator.get(self.model.generator.weight)
-            return TransformerState(caches, padding_mask(memory.src, self.model.pad_id), generator,
-                                    self.model.generator.bias)
+            return self.model.state_from_cross(zip(memory.cross_k, memory.cross_v), memory.src)
         self_k = memory.cross_k.new_zeros(L, CAPACITY_STEP, B, H, d)
         return CompiledState(self_k, torch.zeros_like(self_k), torch.zeros(B, CAPACITY_STEP, dtype=torch.long),
                              torch.arange(B), memory.cross_k, memory.cross_v, memory.src_bias, 0)
@@ -346,8 +344,6 @@ class CompiledDecoder:
         out = self._step_or_none(tokens, state, scores, n, forbidden)
         if out is not None:
             return out[2], out[1]
-        from aiayn.decoding.greedy import forbid_specials
-
         log_probs, state, _ = self.model.decode_step(tokens, state)
         log_probs = forbid_specials(log_probs, *forbidden)
         return top_candidates(log_probs.view(*scores.shape, -1), scores, n), state
