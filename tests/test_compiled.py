@@ -42,19 +42,22 @@ def _source(model, B=3, S=7):
 
 
 @needs_compiler
-@pytest.mark.parametrize("max_rows, B", [(1000, 3), (6, 4)])
+@pytest.mark.parametrize("small_rows, B", [(1000, 3), (6, 4)])
 @torch.inference_mode()
-def test_steps_equal_the_eager_steps(model, max_rows, B, monkeypatch, one_thread):
+def test_steps_equal_the_eager_steps(model, small_rows, B, monkeypatch, one_thread):
     """B sentences, 3 beams: the rows reordered at random within each sentence at every step, sentences 1 and
-    3 leave after step 4, the cache grows every 4 positions. With max_rows 1000 every step is compiled, the
-    first (one row per sentence) run twice. With max_rows 6 the search switches to the compiled step only
-    after step 4 (6 rows), from an eager state with a pending selection and 5 positions cached. Every other
-    step gives beam search's candidates (step_candidates) instead of the log-probs."""
+    3 leave after step 4, the cache grows every 4 positions. The first step (one row per sentence) runs
+    twice. With small_rows 1000 every step takes the step compiled for few rows; with small_rows 6 the steps
+    of 8 and 12 rows take the one for many rows, those of 6 the other, on the same state. Every other step
+    gives beam search's candidates (step_candidates) instead of the log-probs."""
     monkeypatch.setattr(compiled_module, "CAPACITY_STEP", 4)
-    decoder = CompiledDecoder(model, max_rows=max_rows)
+    decoder = CompiledDecoder(model, small_rows=small_rows)
+    used = []
+    steps = decoder._compiled()[0]
+    decoder._steps = {kind: (lambda *a, kind=kind: used.append(kind) or steps[kind](*a)) for kind in steps}
     src = _source(model, B=B)
     eager, fast = model.init_state(model.encode(src)[0], src), decoder.init_state(decoder.encode(src)[0], src)
-    tokens, K, kinds = torch.ones(B, dtype=torch.long), 3, []
+    tokens, K = torch.ones(B, dtype=torch.long), 3
     gen = torch.Generator().manual_seed(0)
     for t in range(11):
         expected, eager, _ = model.decode_step(tokens, eager)
@@ -69,14 +72,13 @@ def test_steps_equal_the_eager_steps(model, max_rows, B, monkeypatch, one_thread
             got, fast, maps = decoder.decode_step(tokens, fast)
             assert maps is None
             torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-        kinds.append(type(fast).__name__)
         sentences = torch.tensor([0, 2]) if t == 4 else None
         kept = [0, 2] if t == 4 else range(n)
         rows = torch.cat([b * (1 if t == 0 else K) + torch.randint(0, 1 if t == 0 else K, (K,), generator=gen)
                           for b in kept])
         eager, fast = eager.select(rows, sentences), fast.select(rows, sentences)
         tokens = torch.randint(4, 100, (len(rows),), generator=gen)
-    assert kinds == (["CompiledState"] * 11 if max_rows == 1000 else ["TransformerState"] * 5 + ["CompiledState"] * 6)
+    assert used == (["small"] * 11 if small_rows == 1000 else ["large"] * 5 + ["small"] * 6)
 
 
 @needs_compiler
@@ -109,7 +111,7 @@ def _compare_two(model, other):
 def _compiled_equals_eager(m):
     """Two compiled steps of m equal its eager ones; returns the last log-probs."""
     src = _source(m, B=2)
-    decoder = CompiledDecoder(m, max_rows=1000)
+    decoder = CompiledDecoder(m)
     state, expected_state = decoder.init_state(decoder.encode(src)[0], src), m.init_state(m.encode(src)[0], src)
     for t in range(2):
         tokens = torch.tensor([1, 1] if t == 0 else [5, 6])
@@ -210,7 +212,7 @@ def test_a_compiled_decoder_is_kept_and_loaded_again(model, monkeypatch, one_thr
     fail), and decodes as the model does."""
     CompiledDecoder(model).warm_up()
     key = compiled_cache.fingerprint(model)
-    assert sorted(p.name for p in (compiled_cache.cache_root() / key).iterdir()) == ["encode.pt2", "step.pt2"]
+    assert sorted(p.name for p in (compiled_cache.cache_root() / key).iterdir()) == ["encode.pt2", "step_large.pt2", "step_small.pt2"]
     monkeypatch.setattr(compiled_module, "_package", lambda *a: pytest.fail("compiled again"))
     with torch.inference_mode():
         _compiled_equals_eager(model)  # loaded from the cache

@@ -16,14 +16,14 @@ default: the first run of a model compiles for about a minute (then it is kept:
 aiayn/decoding/compiled_cache.py), it needs a C++ compiler, and the numbers differ from the eager ones in
 the last bits (another summation order), so where two hypotheses nearly tie a beam output can differ.
 
-Layout: the self-attention K and V of every layer in two tensors (L, C, R0, H, d_head), C the capacity
-(grown by CAPACITY_STEP positions when full), R0 slots. The step for rows r = 0..R-1 writes position t of
-slot r; a table of ancestors (R, C) says in which slot each earlier position of a row's history is. When
-beam search reorders rows, only that table is reordered, never the caches (copying them took more than the
-rest of the step). The cross-attention K/V (L, B', H, S, d_head) and the source mask as an additive bias
-(B', S) are kept per sentence and selected only when sentences leave the batch. Steps of more than
-MAX_ROWS rows run eagerly (see there); a search switches to the compiled step when its rows become few
-enough, its state converted.
+Layout: the self-attention K and V of every layer in two tensors (C, L, R0, H, d_head), C the capacity in
+positions (grown by CAPACITY_STEP when full), R0 slots; the step reads the first t + 1 positions, a
+contiguous view. The step for rows r = 0..R-1 writes position t of slot r; a table of ancestors (R, t) says
+in which slot each earlier position of a row's history is. When beam search reorders rows, only that table
+is reordered, never the caches (copying them took more than the rest of the step). The cross-attention K/V
+(L, B', H, S, d_head) and the source mask as an additive bias (B', S) are kept per sentence and selected
+only when sentences leave the batch. The step is compiled twice: for few rows with inductor's own C++ GEMMs
+(tuned for them), for many rows with ATen's (oneDNN/MKL: faster there); SMALL_ROWS divides them.
 """
 
 import math
@@ -40,13 +40,11 @@ from torch.nn import functional as F
 
 from aiayn.decoding.beam import top_candidates
 from aiayn.decoding.compiled_cache import cached, fingerprint
-from aiayn.decoding.greedy import forbid_specials
 from aiayn.decoding.translate_batch import position_table
 from aiayn.errors import AiaynError
-from aiayn.model.state import TransformerState
 
 CAPACITY_STEP = 32  # positions added to the self-attention cache when it is full
-MAX_ROWS = 64  # larger steps run eagerly: compiled throughout, batch 64 decoded 125 against 147 sentences/s
+SMALL_ROWS = 64  # steps of up to this many rows take the step compiled for few rows (see INDUCTOR_CONFIG)
 # larger sources (B x S tokens, padding included) are encoded eagerly: the compiled encoder took 0.68 against
 # 1.51 ms for 1 x 15 tokens, 1.92 against 2.33 for 2 x 20, but 3.88 against 3.31 for 4 x 20 and twice the
 # eager time from 8 x 32 to 64 x 32 (its products tuned to the small example it was exported with)
@@ -55,11 +53,12 @@ MAX_ENCODE_TOKENS = 48
 
 @dataclass
 class CompiledState:
-    """What the compiled step carries. self_k/self_v (L, C, R0, H, d_head): slot r of position t holds the
-    keys/values of the row that was r at step t; the step writes [:, t, :R] in place. ancestors (R_prev, C):
-    for each row of the previous step, the slot of each of its positions (its history's path through the
-    beams); rows (R,): which of those rows the next step continues (a pending select). cross_k/cross_v
-    (L, B', H, S, d_head) and src_bias (B', S) per sentence; step: tokens decoded so far."""
+    """What the compiled step carries. self_k/self_v (C, L, R0, H, d_head): slot r of position t holds the
+    keys/values of the row that was r at step t; the step writes [t, :, :R] in place; positions from t on
+    are not yet written (uninitialized memory, never read). ancestors (R_prev, t): for each row of the
+    previous step, the slot of each of its positions (its history's path through the beams); rows (R,):
+    which of those rows the next step continues (a pending select). cross_k/cross_v (L, B', H, S, d_head) and
+    src_bias (B', S) per sentence; step: tokens decoded so far."""
 
     self_k: torch.Tensor
     self_v: torch.Tensor
@@ -82,41 +81,30 @@ class CompiledState:
 # other sizes that happen to be equal (4 rows, 4 heads, 4 layers) nor specialized at 1.
 EXPORT_CONFIG = dict(backed_size_oblivious=True, use_duck_shape=False)
 # Inductor: the weights frozen (constants: the products get packed weights and max-autotune's C++ GEMM
-# micro-kernels, made for these shapes), no autotuning reports on stderr. Only the C++ GEMMs: with ATen's
-# as a choice the output layer's (R, D) x (D, V) product took oneDNN's, 374 us a step against 185 us.
-INDUCTOR_CONFIG = dict(freezing=True, max_autotune=True, max_autotune_gemm_backends="CPP",
-                       autotune_num_choices_displayed=0, max_autotune_report_choices_stats=False)
+# micro-kernels, made for these shapes), no autotuning reports on stderr. The step for few rows takes only
+# the C++ GEMMs: with ATen's as a choice, the output layer's (4, D) x (D, V) product took oneDNN's, 374 us a
+# step against 185 us. The step for many rows takes only ATen's: the C++ GEMMs, tuned at 256 rows, made a
+# 256-row step of the 3.1M-parameter model 35 ms against 27 ms (eager: 23 ms, before the caches were read
+# only up to position t).
+INDUCTOR_CONFIG = dict(freezing=True, max_autotune=True, autotune_num_choices_displayed=0,
+                       max_autotune_report_choices_stats=False)
+GEMMS = {"small": "CPP", "large": "ATEN"}
 
 
 def _make_room(state: "CompiledState", rows: int) -> None:
     """Room for position state.step and for `rows` slots, in place of the caches that lack it: CAPACITY_STEP
-    more positions when full; more slots when a search has more rows than when it was converted (after its
-    first step, beam K > 2)."""
-    grow_positions = CAPACITY_STEP if state.step >= state.self_k.size(1) else 0
-    grow_slots = max(0, rows - state.self_k.size(2))
-    if grow_positions or grow_slots:
-        state.self_k, state.self_v = (F.pad(t, (0, 0, 0, 0, 0, grow_slots, 0, grow_positions))
-                                      for t in (state.self_k, state.self_v))
-        state.ancestors = F.pad(state.ancestors, (0, grow_positions))
-
-
-def _to_compiled(state: TransformerState, rows: int) -> CompiledState:
-    """The eager state (aiayn/model/state.py) for a step of `rows` rows -> the compiled step's layout, with
-    its pending row selection applied and room for at least one more position."""
-    caches = state.layers
-    cross_k, cross_v = torch.stack([c.cross_k for c in caches]), torch.stack([c.cross_v for c in caches])
-    L, _, H, _, d = cross_k.shape
-    t = state.step
-    self_k = cross_k.new_zeros(L, (t // CAPACITY_STEP + 1) * CAPACITY_STEP, rows, H, d)
-    self_v = torch.zeros_like(self_k)
-    if t:
-        kv = torch.stack([c.self_kv if c.pending_rows is None else c.self_kv.index_select(0, c.pending_rows)
-                          for c in caches])  # (L, R, 2, H, t, d_head): the positions the eager steps cached
-        self_k[:, :t], self_v[:, :t] = kv[:, :, 0].permute(0, 3, 1, 2, 4), kv[:, :, 1].permute(0, 3, 1, 2, 4)
-    ancestors = torch.zeros(rows, self_k.size(1), dtype=torch.long)
-    ancestors[:, :t] = torch.arange(rows)[:, None]  # each row's positions so far are in its own slot
-    src_bias = torch.zeros(state.src_mask.shape).masked_fill(~state.src_mask, float("-inf"))[:, 0, 0]  # (B', S)
-    return CompiledState(self_k, self_v, ancestors, torch.arange(rows), cross_k, cross_v, src_bias, t)
+    more positions when full; more slots when a search has more rows than before (after its first step,
+    beam K > 2). The new room is left unwritten: the step reads a position only once it was written."""
+    capacity, slots = state.self_k.size(0), state.self_k.size(2)
+    if state.step < capacity and rows <= slots:
+        return
+    C = capacity + (CAPACITY_STEP if state.step >= capacity else 0)
+    grown = []
+    for cache in (state.self_k, state.self_v):
+        room = cache.new_empty(C, cache.size(1), max(rows, slots), *cache.shape[3:])
+        room[:state.step, :, :slots] = cache[:state.step]
+        grown.append(room)
+    state.self_k, state.self_v = grown
 
 
 def compiler_present() -> bool:
@@ -147,21 +135,20 @@ class _Step(torch.nn.Module):
 
     def forward(self, tokens, position, rows, ancestors, self_k, self_v, cross_k, cross_v, src_bias, hyp_scores,
                 forbidden, n_like):
-        """tokens (R,), position (1,) = t, rows (R,) of ancestors (R_prev, C); self_k/self_v (L, C, R0, H,
-        d_head) with positions 0..t-1; cross_k/cross_v (L, B', H, S, d_head), src_bias (B', S) -> (log_probs
-        (R, V), ancestors (R, C), keys and values of position t (L, R, H, d_head), for the caller to cache,
-        and beam search's n = n_like.size(0) candidates per sentence (values, origin row, token (B', n)) from
-        the hypotheses' scores hyp_scores (R,) and the log-probs with the `forbidden` tokens (pad, bos) at -inf).
-        The sublayers of DecoderLayer.step with the weights read
-        directly; self-attention reads position c of row r from slot ancestors[r, c] (no cache is copied
-        when beams are reordered: only the (R, C) table of slots)."""
+        """tokens (R,), position (1,) = t, rows (R,) of ancestors (R_prev, t + 1) (its column t is set here);
+        self_k/self_v (t + 1, L, R0, H, d_head) with positions 0..t-1 (position t's slots are not read);
+        cross_k/cross_v (L, B', H, S, d_head), src_bias (B', S) -> (log_probs (R, V), ancestors (R, t + 1),
+        keys and values of position t (L, R, H, d_head), for the caller to cache, and beam search's
+        n = n_like.size(0) candidates per sentence (values, origin row, token (B', n)) from the hypotheses'
+        scores hyp_scores (R,) and the log-probs with the `forbidden` tokens (pad, bos) at -inf).
+        The sublayers of DecoderLayer.step with the weights read directly; self-attention reads position c of
+        row r from slot ancestors[r, c] (no cache is copied when beams are reordered: only the table)."""
         m = self.model
-        R, B, C = tokens.size(0), cross_k.size(1), self_k.size(1)
+        R, B, C = tokens.size(0), cross_k.size(1), self_k.size(0)
         x = m.tgt_embed(tokens) + self.positions.index_select(0, position)[0]  # (R, D), §3.4 + §3.5
-        ancestors = ancestors.index_select(0, rows).index_copy(1, position, torch.arange(R)[:, None])  # (R, C)
+        ancestors = ancestors.index_select(0, rows).index_copy(1, position, torch.arange(R)[:, None])  # (R, t + 1)
         steps = torch.arange(C)
-        later = torch.where(steps <= position, 0.0, float("-inf"))[None, :, None]  # (1, C, 1): not decoded yet
-        now = (steps == position)[None, :, None, None]  # (1, C, 1, 1)
+        now = (steps == position)[None, :, None, None]  # (1, t + 1, 1, 1)
         new_k, new_v = [], []
         for i, layer in enumerate(m.decoder_layers):
             attn, H = layer.self_attn, layer.self_attn.n_heads
@@ -170,11 +157,11 @@ class _Step(torch.nn.Module):
                            attn.in_proj.bias).view(R, 3, H, d)
             new_k.append(qkv[:, 1])
             new_v.append(qkv[:, 2])
-            # (R, C, H, d): each row's own past, and position t from this step (the caller writes it to the cache:
+            # (R, t + 1, H, d): each row's own past, and position t from this step (the caller writes it to the cache:
             # written here, the caches were copied whole)
-            k = torch.where(now, qkv[:, None, 1], self_k[i][steps, ancestors])
-            v = torch.where(now, qkv[:, None, 2], self_v[i][steps, ancestors])
-            scores = (qkv[:, None, 0] * k).sum(-1) / math.sqrt(d) + later  # (R, C, H)
+            k = torch.where(now, qkv[:, None, 1], self_k[:, i][steps, ancestors])
+            v = torch.where(now, qkv[:, None, 2], self_v[:, i][steps, ancestors])
+            scores = (qkv[:, None, 0] * k).sum(-1) / math.sqrt(d)  # (R, t + 1, H)
             heads = (torch.softmax(scores, dim=1)[..., None] * v).sum(1)  # (R, H, d)
             out = F.linear(heads.reshape(R, H * d), attn.out_proj.weight, attn.out_proj.bias)
             x = layer.sublayer_output(x, out, layer.self_attn_norm)
@@ -193,7 +180,11 @@ class _Step(torch.nn.Module):
             x = layer.sublayer_output(x, F.linear(hidden, ffn.w_2.weight, ffn.w_2.bias), layer.ffn_norm)
         logits = F.linear(m.decoder_norm(x), m.generator.weight, m.generator.bias)  # (R, V)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
-        allowed = log_probs.index_fill(1, forbidden, float("-inf")).view(B, R // B, -1)
+        # the forbidden tokens by comparison, not index_fill: inductor then vectorizes the fused loop over the
+        # log-probs and the candidates' block maxima (a 256-row step: 3.3 ms with index_fill)
+        token_ids = torch.arange(log_probs.size(1))
+        banned = (token_ids == forbidden[0]) | (token_ids == forbidden[1])
+        allowed = log_probs.masked_fill(banned, float("-inf")).view(B, R // B, -1)
         candidates = top_candidates(allowed, hyp_scores.view(B, R // B), n_like.size(0))
         return log_probs, ancestors, torch.stack(new_k), torch.stack(new_v), *candidates
 
@@ -223,24 +214,25 @@ class Encoded:
     src_bias: torch.Tensor
 
 
-def _example(model):
+def _example(model, kind: str):
     """Inputs to export the step with, and which of their sizes vary: rows R (2 or more: see
-    CompiledDecoder.decode_step), the previous step's rows, slots R0, sentences B', capacity C, source length S
-    (2..: see CompiledDecoder.encode)."""
+    CompiledDecoder.decode_step), the previous step's rows, slots R0, sentences B', positions t + 1, source
+    length S (2..: see CompiledDecoder.encode). The sizes are all different (none is tied to another), about
+    those the step meets: inductor shapes its loops and GEMMs for them."""
     layer = model.decoder_layers[0].self_attn
     L, H, d = len(model.decoder_layers), layer.n_heads, layer.d_head
-    B, R, R_prev, R0, C, S = 2, 6, 7, 8, 2 * CAPACITY_STEP, 5  # sizes all different: none is tied to another
+    B, R, R_prev, R0, C, S = (2, 6, 7, 8, 10, 5) if kind == "small" else (64, 256, 257, 258, 21, 20)
     size = lambda name, low=2: Dim(name, min=low, max=1 << 20)  # noqa: E731
-    rows, before, slots, sentences, capacity, length = (size("rows"), size("before"), size("slots"), size("B", 1),
-                                                        size("C"), size("S"))
-    inputs = (torch.full((R,), model.pad_id), torch.tensor([3]), torch.arange(R),
+    rows, before, slots, sentences, positions, length = (size("rows"), size("before"), size("slots"),
+                                                         size("B", 1), size("C", 1), size("S"))
+    inputs = (torch.full((R,), model.pad_id), torch.tensor([C - 1]), torch.arange(R),
               torch.zeros(R_prev, C, dtype=torch.long),
-              torch.zeros(L, C, R0, H, d), torch.zeros(L, C, R0, H, d), torch.zeros(L, B, H, S, d),
+              torch.zeros(C, L, R0, H, d), torch.zeros(C, L, R0, H, d), torch.zeros(L, B, H, S, d),
               torch.zeros(L, B, H, S, d), torch.zeros(B, S), torch.zeros(R), torch.tensor([0, 1]),
               torch.zeros(9))
-    sizes = ({0: rows}, None, {0: rows}, {0: before, 1: capacity}, {1: capacity, 2: slots}, {1: capacity, 2: slots},
-             {1: sentences, 3: length}, {1: sentences, 3: length}, {0: sentences, 1: length},
-             {0: rows}, None, {0: Dim("n", min=1, max=1 << 20)})
+    sizes = ({0: rows}, None, {0: rows}, {0: before, 1: positions}, {0: positions, 2: slots},
+             {0: positions, 2: slots}, {1: sentences, 3: length}, {1: sentences, 3: length},
+             {0: sentences, 1: length}, {0: rows}, None, {0: Dim("n", min=1, max=1 << 20)})
     return inputs, sizes
 
 
@@ -251,13 +243,13 @@ def _direct(compiled):
     return compiled if run is None else (lambda *tensors: run(list(tensors)))
 
 
-def _package(module, inputs, sizes, path: Path) -> None:
+def _package(module, inputs, sizes, path: Path, gemms: str = "CPP") -> None:
     """module -> a package of its forward at `path`, compiled ahead of time (AOTInductor) for inputs of
-    these sizes."""
+    these sizes, its products by `gemms` (inductor's max_autotune_gemm_backends)."""
     try:
         with torch.no_grad(), torch.fx.experimental._config.patch(**EXPORT_CONFIG):
             program = torch.export.export(module.eval(), inputs, dynamic_shapes=sizes)
-        with torch._inductor.config.patch(**INDUCTOR_CONFIG):
+        with torch._inductor.config.patch(**INDUCTOR_CONFIG, max_autotune_gemm_backends=gemms):
             torch._inductor.aoti_compile_and_package(program, package_path=str(path))
     except Exception as err:  # torch.export's and inductor's many error types: say what to do
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -273,36 +265,42 @@ def _load(path: Path):
 class CompiledDecoder:
     """The decoding interface of a Transformer (encode, init_state, decode_step: aiayn/model/__init__.py)
     with a compiled decode_step, for beam search. Attention maps are not returned (decode eagerly for them).
-    The step is compiled ahead of time (AOTInductor: torch.export, then inductor) at the first warm_up() or
-    decode_step: no guards are checked at run time, and one compiled step serves every size."""
+    The steps are compiled ahead of time (AOTInductor: torch.export, then inductor) at the first warm_up() or
+    decode_step: no guards are checked at run time, and one compiled step serves every size (the one for few
+    rows up to small_rows, the other beyond)."""
 
-    def __init__(self, model, max_rows: int = MAX_ROWS):
-        self.model, self.max_rows = model.eval(), max_rows
-        self._step = self._encode = None
+    def __init__(self, model, small_rows: int = SMALL_ROWS):
+        self.model, self.small_rows = model.eval(), small_rows
+        self._steps = self._encode = None
         self._eager_encode = _Encode(self.model)  # for sources over MAX_ENCODE_TOKENS (see there)
 
     def warm_up(self, beam: int = 4) -> None:
-        """Compiles the step and the encoder now (about a minute), or loads them where kept (a few seconds),
-        rather than in the first search. beam: kept for callers; the compiled step serves every beam size."""
+        """Compiles the steps and the encoder now (about a minute and a half), or loads them where kept (a few
+        seconds), rather than in the first search. beam: kept for callers; the compiled steps serve every beam
+        size."""
         self._compiled()
 
     def _compile(self):
-        """(the step, the encoder), each compiled ahead of time, or loaded where kept (compiled_cache)."""
+        """({"small": step, "large": step}, the encoder), each compiled ahead of time, or loaded where kept
+        (compiled_cache)."""
         # inductor's autotuning calls a deprecated torch API (torch 2.13): not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
         S = Dim("S", min=2, max=position_table(self.model).size(0))  # sources longer are cut (translator.py)
         encode_inputs = (torch.full((3, 7), self.model.pad_id),), ({0: Dim("B", min=1, max=1 << 20), 1: S},)
 
         def build(directory: Path) -> None:
-            _package(_Step(self.model), *_example(self.model), directory / "step.pt2")
+            for kind, gemms in GEMMS.items():
+                _package(_Step(self.model), *_example(self.model, kind), directory / f"step_{kind}.pt2", gemms)
             _package(_Encode(self.model), *encode_inputs, directory / "encode.pt2")
 
-        return tuple(cached(fingerprint(self.model), ["step.pt2", "encode.pt2"], build, _load))
+        small, large, encode = cached(fingerprint(self.model), ["step_small.pt2", "step_large.pt2", "encode.pt2"],
+                                      build, _load)
+        return {"small": small, "large": large}, encode
 
     def _compiled(self):
-        if self._step is None:
-            self._step, self._encode = self._compile()
-        return self._step, self._encode
+        if self._steps is None:
+            self._steps, self._encode = self._compile()
+        return self._steps, self._encode
 
     def encode(self, src: torch.Tensor, return_attention: bool = False) -> tuple[Encoded, None]:
         """src (B, S) -> (Encoded, None): the cross-attention K/V of every layer, for init_state; compiled
@@ -314,48 +312,36 @@ class CompiledDecoder:
         encode = self._compiled()[1] if src.numel() <= MAX_ENCODE_TOKENS else self._eager_encode
         return Encoded(src, *encode(src)), None
 
-    def init_state(self, memory: Encoded, src: torch.Tensor):
-        """One row per sentence: a CompiledState, or the model's own TransformerState where the first step
-        has too many rows to compile (see decode_step)."""
+    def init_state(self, memory: Encoded, src: torch.Tensor) -> CompiledState:
+        """One row per sentence, nothing decoded yet; room for two rows per sentence (the first step's, see
+        decode_step)."""
         B, (L, _, H, _, d) = src.size(0), memory.cross_k.shape
-        if 2 * B > self.max_rows:
-            return self.model.state_from_cross(zip(memory.cross_k, memory.cross_v), memory.src)
-        self_k = memory.cross_k.new_zeros(L, CAPACITY_STEP, B, H, d)
-        return CompiledState(self_k, torch.zeros_like(self_k), torch.zeros(B, CAPACITY_STEP, dtype=torch.long),
+        self_k = memory.cross_k.new_empty(CAPACITY_STEP, L, 2 * B, H, d)
+        return CompiledState(self_k, torch.empty_like(self_k), torch.zeros(B, 0, dtype=torch.long),
                              torch.arange(B), memory.cross_k, memory.cross_v, memory.src_bias, 0)
 
-    def decode_step(self, tokens: torch.Tensor, state, return_attention: bool = False):
+    def decode_step(self, tokens: torch.Tensor, state: CompiledState, return_attention: bool = False):
         """As Transformer.decode_step: (log_probs (R, V), state, None); the state's caches are written in
-        place. An eager state (init_state's, or one of more than max_rows rows) stays eager while its steps
-        have more than max_rows rows; the first step with fewer converts it. After the conversion every
-        step is compiled, also when a search's first step of B rows converted and the next has B * K rows,
-        more than max_rows. A step of one row per sentence (a search's first, every step of beam 1) runs
-        each row twice and keeps the first: the step is compiled for two rows or more per sentence (torch
-        failed to compile it for one)."""
+        place. A step of one row per sentence (a search's first, every step of beam 1) runs each row twice
+        and keeps the first: the step is compiled for two rows or more per sentence (torch failed to compile
+        it for one)."""
         if return_attention:
             raise ValueError("the compiled step returns no attention maps: decode with the model itself")
-        out = self._step_or_none(tokens, state, None, 1, (self.model.pad_id, self.model.pad_id))
-        return self.model.decode_step(tokens, state) if out is None else (out[0], out[1], None)
+        log_probs, state, _ = self._step(tokens, state, None, 1, (self.model.pad_id, self.model.pad_id))
+        return log_probs, state, None
 
-    def step_candidates(self, tokens: torch.Tensor, state, scores: torch.Tensor, n: int, forbidden: tuple[int, int]):
+    def step_candidates(self, tokens: torch.Tensor, state: CompiledState, scores: torch.Tensor, n: int,
+                        forbidden: tuple[int, int]):
         """decode_step, then beam.top_candidates(log_probs with the two forbidden tokens (pad, bos) at -inf,
         scores (B', G), n), found inside the compiled step (torch's topk over 4 x 10000 sums alone took 87 us
         eagerly) -> ((values, origin, token) each (B', n), state)."""
-        out = self._step_or_none(tokens, state, scores, n, forbidden)
-        if out is not None:
-            return out[2], out[1]
-        log_probs, state, _ = self.model.decode_step(tokens, state)
-        log_probs = forbid_specials(log_probs, *forbidden)
-        return top_candidates(log_probs.view(*scores.shape, -1), scores, n), state
+        _, state, candidates = self._step(tokens, state, scores, n, forbidden)
+        return candidates, state
 
-    def _step_or_none(self, tokens, state, scores, n, forbidden):
-        """(log_probs, state, candidates) from the compiled step, or None where the model's own step runs (see
-        decode_step). scores None: no candidates wanted (n = 1 from zero scores)."""
+    def _step(self, tokens, state, scores, n, forbidden):
+        """(log_probs, state, candidates) from a compiled step. scores None: no candidates wanted (n = 1 from
+        zero scores)."""
         R = tokens.size(0)
-        if isinstance(state, TransformerState):
-            if R > self.max_rows or (R == state.src_mask.size(0) and 2 * R > self.max_rows):
-                return None
-            state = _to_compiled(state, R)
         scores = torch.zeros(R) if scores is None else scores.reshape(R)
         if R == state.src_bias.size(0):  # one row per sentence: see decode_step
             return self._step_twice(tokens, state, scores, n, forbidden)
@@ -373,9 +359,11 @@ class CompiledDecoder:
     def _compiled_step(self, tokens, state, rows, scores, n, forbidden):
         R, t = tokens.size(0), state.step
         _make_room(state, R)
-        log_probs, ancestors, k, v, *candidates = self._compiled()[0](
-            tokens, torch.tensor([t]), rows, state.ancestors, state.self_k, state.self_v, state.cross_k, state.cross_v,
-            state.src_bias, scores, torch.tensor(forbidden), torch.empty(n))
-        state.self_k[:, t, :R], state.self_v[:, t, :R] = k, v  # slot r of position t: row r of this step
+        step = self._compiled()[0]["small" if R <= self.small_rows else "large"]
+        log_probs, ancestors, k, v, *candidates = step(
+            tokens, torch.tensor([t]), rows, F.pad(state.ancestors, (0, 1)), state.self_k[:t + 1],
+            state.self_v[:t + 1], state.cross_k, state.cross_v, state.src_bias, scores, torch.tensor(forbidden),
+            torch.empty(n))
+        state.self_k[t, :, :R], state.self_v[t, :, :R] = k, v  # slot r of position t: row r of this step
         return log_probs, CompiledState(state.self_k, state.self_v, ancestors, torch.arange(R), state.cross_k,
                                         state.cross_v, state.src_bias, t + 1), candidates

@@ -203,15 +203,9 @@ class Transformer(nn.Module):
     def init_state(self, memory: torch.Tensor, src: torch.Tensor) -> TransformerState:
         """One row per sentence. Every layer's cross-attention K/V are computed once, per sentence; the
         self-attention cache starts empty."""
-        return self.state_from_cross([layer.cross_attn.project_kv(memory, memory) for layer in self.decoder_layers],
-                                     src)
-
-    def state_from_cross(self, cross_kv, src: torch.Tensor) -> TransformerState:
-        """init_state's state from every layer's cross-attention (K, V), each (B, H, S, d_head), computed
-        elsewhere (aiayn.decoding.compiled's encoder)."""
+        caches = [LayerCache(*layer.cross_attn.project_kv(memory, memory)) for layer in self.decoder_layers]
         generator = self._prepared_generator.get(self.generator.weight)
-        return TransformerState([LayerCache(k, v) for k, v in cross_kv], padding_mask(src, self.pad_id), generator,
-                                self.generator.bias)
+        return TransformerState(caches, padding_mask(src, self.pad_id), generator, self.generator.bias)
 
     def decode_step(self, tokens: torch.Tensor, state: TransformerState, return_attention: bool = False):
         """tokens (R,) = the newest target token of each row -> (log_probs (R, V), state (updated in place,
