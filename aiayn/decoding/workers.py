@@ -59,7 +59,7 @@ def _start(model, model_dir: str, device: str, use_ema: bool, parent: int, compi
         _model = model
     elif compile:  # spawned: compile here
         _model = CompiledDecoder(model.eval())
-        _model.warm_up()  # its graphs serve every beam size (beam 1 runs eagerly)
+        _model.warm_up()  # its steps serve every beam size
     else:
         _model = model.eval()
 
