@@ -19,9 +19,9 @@ WORKERS_HELP = ("batches decoded side by side on CPU, each on one core: worker p
                 "ct2; the cores are the usual choice for a file (default: 1, this process alone; interactive "
                 "input decodes one line at a time, so more than one gains nothing there)")
 COMPILE_HELP = ("native engine on CPU: beam search runs an encoder and decoding step compiled ahead of time by "
-                "torch (AOTInductor; needs a C++ compiler). The first run of a model compiles for about a minute, "
+                "torch (AOTInductor; needs a C++ compiler). The first run of a model compiles for about 90 s, "
                 "later ones load it from $AIAYN_CACHE/compiled (default ~/.cache/aiayn) in seconds; forked "
-                "workers share it. Faster at small batches, one sentence at a time above all (BENCHMARKS.md) "
+                "workers share it. Faster at every batch size, one sentence at a time above all (BENCHMARKS.md) "
                 "(default: off)")
 EARLY_HELP = ("end a sentence's beam search at beam-size finished hypotheses (fairseq's and CTranslate2's rule: "
               "fewer steps); --no-early-stopping goes on while a live hypothesis could still win (default: the "

@@ -212,7 +212,8 @@ def test_a_compiled_decoder_is_kept_and_loaded_again(model, monkeypatch, one_thr
     fail), and decodes as the model does."""
     CompiledDecoder(model).warm_up()
     key = compiled_cache.fingerprint(model)
-    assert sorted(p.name for p in (compiled_cache.cache_root() / key).iterdir()) == ["encode.pt2", "step_large.pt2", "step_small.pt2"]
+    files = sorted(p.name for p in (compiled_cache.cache_root() / key).iterdir())
+    assert files == ["encode.pt2", "step_large.pt2", "step_small.pt2"]
     monkeypatch.setattr(compiled_module, "_package", lambda *a: pytest.fail("compiled again"))
     with torch.inference_mode():
         _compiled_equals_eager(model)  # loaded from the cache
@@ -251,6 +252,18 @@ def test_a_damaged_cache_is_built_again(monkeypatch, tmp_path, caplog):
     assert "could not be loaded" in caplog.text
     assert (compiled_cache.cache_root() / "k" / "b").read_text() == "good"
     assert [p.name for p in compiled_cache.cache_root().iterdir()] == ["k"]  # no temporary left beside
+
+
+def test_the_least_recently_used_entries_are_removed(monkeypatch, tmp_path):
+    """With room for 3: writing a fourth removes the one used longest ago; loading one marks it used."""
+    monkeypatch.setenv("AIAYN_CACHE", str(tmp_path))
+    monkeypatch.setattr(compiled_cache, "MAX_ENTRIES", 3)
+    for i, key in enumerate(["k1", "k2", "k3"]):
+        compiled_cache.cached(key, ["a", "b"], _fake_build, _fake_load)
+        os.utime(compiled_cache.cache_root() / key, (1000 + i, 1000 + i))  # k1 oldest
+    compiled_cache.cached("k1", ["a", "b"], _fake_build, _fake_load)  # loaded: now the newest
+    compiled_cache.cached("k4", ["a", "b"], _fake_build, _fake_load)  # written: k2, the oldest, goes
+    assert sorted(p.name for p in compiled_cache.cache_root().iterdir()) == ["k1", "k3", "k4"]
 
 
 def test_an_unwritable_cache_builds_for_this_run(monkeypatch, tmp_path, caplog):

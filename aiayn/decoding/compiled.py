@@ -12,7 +12,7 @@ model, 4 rows: 1.63 ms a step eager, ~0.45 ms compiled (BENCHMARKS.md, issue 10,
 The encoder is compiled too, with every layer's cross-attention K/V, for small batches (1.5 ms eager for
 a sentence, 0.7 ms compiled; MAX_ENCODE_TOKENS), and so is beam search's candidate search
 (step_candidates: 0.15 ms a step eagerly, mostly per-operation costs). The costs, why it is not the
-default: the first run of a model compiles for about a minute (then it is kept:
+default: the first run of a model compiles for about a minute and a half (then it is kept:
 aiayn/decoding/compiled_cache.py), it needs a C++ compiler, and the numbers differ from the eager ones in
 the last bits (another summation order), so where two hypotheses nearly tie a beam output can differ.
 

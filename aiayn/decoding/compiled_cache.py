@@ -7,7 +7,9 @@ builds the compiled modules (aiayn/model and aiayn/decoding/compiled.py), torch'
 instruction set flags: inductor generates code for the CPU it runs on) and the number of torch threads
 (inductor fixes a kernel's thread count when it compiles it). A directory appears only complete (written
 beside, then renamed); one that cannot be loaded is compiled again. Where the cache cannot be written, the
-compiled files go to a temporary directory for this run only, with a warning.
+compiled files go to a temporary directory for this run only, with a warning. The cache keeps the
+MAX_ENTRIES decoders used last (~50 MB each for the 3.1M-parameter Multi30k model): every retrained model
+or thread count adds one, and the oldest are removed when a new one is written.
 """
 
 import hashlib
@@ -25,6 +27,7 @@ from aiayn.checkpoint import atomic_dir
 
 log = logging.getLogger(__name__)
 CACHE_FORMAT = 1  # bump when the layout of a cache directory changes
+MAX_ENTRIES = 8  # compiled decoders kept; the least recently used beyond are removed
 
 
 def cache_root() -> Path:
@@ -66,18 +69,39 @@ def cached(key: str, names: list[str], build: Callable[[Path], None], load: Call
     directory = cache_root() / key
     if all((directory / name).is_file() for name in names):
         try:
-            return [load(directory / name) for name in names]
+            loaded = [load(directory / name) for name in names]
+            _touch(directory)
+            return loaded
         except Exception as err:  # a damaged or foreign file: compile again
             log.warning("compiled decoder in %s could not be loaded (%s); compiling it again", directory, err)
     try:
         with atomic_dir(directory) as tmp:
             build(tmp)
+        _evict(keep=directory)
     except OSError as err:
         log.warning("cannot keep the compiled decoder in %s (%s); it is compiled again next run", directory, err)
         with tempfile.TemporaryDirectory(prefix="aiayn-compiled-") as tmp:
             build(Path(tmp))
             return [load(Path(tmp) / name) for name in names]
     return [load(directory / name) for name in names]
+
+
+def _touch(directory: Path) -> None:
+    """Marks a cache entry as used now (its directory's mtime), for _evict."""
+    try:
+        os.utime(directory)
+    except OSError:  # a read-only cache: it is still used, only not marked
+        pass
+
+
+def _evict(keep: Path) -> None:
+    """Removes the least recently used entries beyond MAX_ENTRIES (never `keep`, just written). Entries
+    being written (hidden temporary directories) are not counted."""
+    entries = [p for p in cache_root().iterdir() if p.is_dir() and not p.name.startswith(".") and p != keep]
+    entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in entries[MAX_ENTRIES - 1:]:
+        log.info("removing the least recently used compiled decoder %s", old)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def clear() -> None:

@@ -128,7 +128,7 @@ class Translator:
         decoded at once on a CPU, each on one core: CTranslate2's inter_threads, or for the native engine
         that many worker processes (aiayn.decoding.workers; close() ends them); 1: this process alone.
         compile: beam searches (without attention maps) take a compiled encoder and decoding step
-        (aiayn.decoding.compiled: faster at small batches), compiled before this returns (about a minute the
+        (aiayn.decoding.compiled: faster at every batch size), compiled before this returns (about 90 s the
         first time, then loaded from the cache, aiayn.decoding.compiled_cache; forked workers share it).
         Also sets glibc to reuse freed memory in this process
         (aiayn.device.keep_freed_memory): decoding is faster."""
