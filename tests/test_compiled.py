@@ -255,7 +255,8 @@ def test_a_damaged_cache_is_built_again(monkeypatch, tmp_path, caplog):
 
 
 def test_the_least_recently_used_entries_are_removed(monkeypatch, tmp_path):
-    """With room for 3: writing a fourth removes the one used longest ago; loading one marks it used."""
+    """With room for 3: writing a fourth removes the one used longest ago; loading one marks it used. With
+    room for fewer bytes, the oldest go until the rest fit."""
     monkeypatch.setenv("AIAYN_CACHE", str(tmp_path))
     monkeypatch.setattr(compiled_cache, "MAX_ENTRIES", 3)
     for i, key in enumerate(["k1", "k2", "k3"]):
@@ -264,6 +265,15 @@ def test_the_least_recently_used_entries_are_removed(monkeypatch, tmp_path):
     compiled_cache.cached("k1", ["a", "b"], _fake_build, _fake_load)  # loaded: now the newest
     compiled_cache.cached("k4", ["a", "b"], _fake_build, _fake_load)  # written: k2, the oldest, goes
     assert sorted(p.name for p in compiled_cache.cache_root().iterdir()) == ["k1", "k3", "k4"]
+    monkeypatch.setattr(compiled_cache, "MAX_ENTRIES", 8)
+    for i, key in enumerate(["k1", "k4"]):  # k4 newer than k1 (not left to the clock's resolution)
+        os.utime(compiled_cache.cache_root() / key, (2000 + i, 2000 + i))
+    monkeypatch.setattr(compiled_cache, "MAX_BYTES", 20)  # an entry holds 8 bytes: room for 2
+    compiled_cache.cached("k5", ["a", "b"], _fake_build, _fake_load)  # k5 and the newest before it, k4
+    assert sorted(p.name for p in compiled_cache.cache_root().iterdir()) == ["k4", "k5"]
+    monkeypatch.setattr(compiled_cache, "MAX_BYTES", 4)  # the new entry alone is too large: kept all the same
+    compiled_cache.cached("k6", ["a", "b"], _fake_build, _fake_load)
+    assert sorted(p.name for p in compiled_cache.cache_root().iterdir()) == ["k6"]
 
 
 def test_an_unwritable_cache_builds_for_this_run(monkeypatch, tmp_path, caplog):

@@ -8,8 +8,9 @@ instruction set flags: inductor generates code for the CPU it runs on) and the n
 (inductor fixes a kernel's thread count when it compiles it). A directory appears only complete (written
 beside, then renamed); one that cannot be loaded is compiled again. Where the cache cannot be written, the
 compiled files go to a temporary directory for this run only, with a warning. The cache keeps the
-MAX_ENTRIES decoders used last (~50 MB each for the 3.1M-parameter Multi30k model): every retrained model
-or thread count adds one, and the oldest are removed when a new one is written.
+MAX_ENTRIES decoders used last, and no more than MAX_BYTES of them (an entry holds the weights twice over:
+50 MB for the 3.1M-parameter Multi30k model): every retrained model or thread count adds one, and the
+oldest are removed when a new one is written (never the new one, however large).
 """
 
 import hashlib
@@ -28,6 +29,7 @@ from aiayn.checkpoint import atomic_dir
 log = logging.getLogger(__name__)
 CACHE_FORMAT = 1  # bump when the layout of a cache directory changes
 MAX_ENTRIES = 8  # compiled decoders kept; the least recently used beyond are removed
+MAX_BYTES = 2 << 30  # and the least recently used while the entries kept hold more than this
 
 
 def cache_root() -> Path:
@@ -94,14 +96,23 @@ def _touch(directory: Path) -> None:
         pass
 
 
+def _size(directory: Path) -> int:
+    return sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+
+
 def _evict(keep: Path) -> None:
-    """Removes the least recently used entries beyond MAX_ENTRIES (never `keep`, just written). Entries
-    being written (hidden temporary directories) are not counted."""
+    """Removes the least recently used entries beyond MAX_ENTRIES or MAX_BYTES; never `keep`, just
+    written. Entries being written (hidden temporary directories) are not counted."""
     entries = [p for p in cache_root().iterdir() if p.is_dir() and not p.name.startswith(".") and p != keep]
     entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[MAX_ENTRIES - 1:]:
-        log.info("removing the least recently used compiled decoder %s", old)
-        shutil.rmtree(old, ignore_errors=True)
+    kept, total = 1, _size(keep)
+    for entry in entries:
+        size = _size(entry)
+        if kept < MAX_ENTRIES and total + size <= MAX_BYTES:
+            kept, total = kept + 1, total + size
+            continue
+        log.info("removing the least recently used compiled decoder %s", entry)
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 def clear() -> None:
