@@ -111,8 +111,20 @@ def compiler_present() -> bool:
     return any(shutil.which(c) for c in ("g++", "c++", "clang++"))
 
 
+# torch.export of the encoder and steps for every size needs this torch: 2.11 guarded the encoder's batch
+# size against 1 (seen on a GPU machine, 2026-11-26); 2.13 is the version tested (Makefile)
+MIN_TORCH = "2.13"
+
+
+def torch_supports_compile() -> bool:
+    return torch.torch_version.TorchVersion(torch.__version__) >= MIN_TORCH
+
+
 def check_compilable(model, device: torch.device) -> None:
     """Refuses what the compiled step does not cover, with what to do instead."""
+    if not torch_supports_compile():
+        raise AiaynError(f"--compile needs torch {MIN_TORCH} or newer (this is {torch.__version__}): upgrade "
+                         f"torch, or decode without --compile")
     if device.type != "cpu":
         raise AiaynError(f"--compile makes a CPU decoding step; on {device} decode without it")
     if not hasattr(model, "decoder_layers"):
