@@ -213,7 +213,10 @@ def main() -> None:
         compare(args, layouts, job)
     finally:  # the exported model and the job: each run left them in /tmp (40 of them, seen)
         if Path(job).exists():
-            shutil.rmtree(Path(json.loads(Path(job).read_text())["model"]).parent, ignore_errors=True)
+            try:
+                shutil.rmtree(Path(json.loads(Path(job).read_text())["model"]).parent, ignore_errors=True)
+            except (ValueError, KeyError):  # an export that died while writing the job: nothing to find
+                pass
             Path(job).unlink()
 
 

@@ -281,6 +281,18 @@ def test_the_least_recently_used_entries_are_removed(monkeypatch, tmp_path):
     assert sorted(p.name for p in compiled_cache.cache_root().iterdir()) == ["k6"]
 
 
+def test_a_failed_eviction_keeps_the_new_entry(monkeypatch, tmp_path, caplog):
+    """Removing old entries can fail (another process removing them too): the new one is used, not built
+    again elsewhere."""
+    monkeypatch.setenv("AIAYN_CACHE", str(tmp_path))
+    builds = []
+    monkeypatch.setattr(compiled_cache, "_evict", lambda keep: (_ for _ in ()).throw(OSError("gone")))
+    result = compiled_cache.cached("k", ["a", "b"], lambda d: (builds.append(d), _fake_build(d)), _fake_load)
+    assert result == ["a", "b"] and len(builds) == 1
+    assert (compiled_cache.cache_root() / "k" / "a").is_file()
+    assert "could not remove old compiled decoders" in caplog.text
+
+
 def test_an_unwritable_cache_builds_for_this_run(monkeypatch, tmp_path, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

@@ -79,12 +79,15 @@ def cached(key: str, names: list[str], build: Callable[[Path], None], load: Call
     try:
         with atomic_dir(directory) as tmp:
             build(tmp)
-        _evict(keep=directory)
     except OSError as err:
         log.warning("cannot keep the compiled decoder in %s (%s); it is compiled again next run", directory, err)
         with tempfile.TemporaryDirectory(prefix="aiayn-compiled-") as tmp:
             build(Path(tmp))
             return [load(Path(tmp) / name) for name in names]
+    try:
+        _evict(keep=directory)
+    except OSError as err:  # another process evicting the same entries, say: the new entry is complete
+        log.warning("could not remove old compiled decoders from %s (%s)", cache_root(), err)
     return [load(directory / name) for name in names]
 
 
