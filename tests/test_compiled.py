@@ -302,6 +302,22 @@ def test_an_unwritable_cache_builds_for_this_run(monkeypatch, tmp_path, caplog):
     assert blocker.read_text() == "not a directory"
 
 
+def test_an_oserror_of_the_compiler_is_raised_not_taken_for_the_cache(monkeypatch, tmp_path, caplog):
+    """The compilation's own OSError (a full /tmp, say) would fail again elsewhere: raised at once, built once,
+    nothing left in the cache."""
+    monkeypatch.setenv("AIAYN_CACHE", str(tmp_path))
+    builds = []
+
+    def failing_build(directory):
+        builds.append(directory)
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        compiled_cache.cached("k", ["a", "b"], failing_build, _fake_load)
+    assert len(builds) == 1 and "cannot keep the compiled decoder" not in caplog.text
+    assert list(compiled_cache.cache_root().iterdir()) == []
+
+
 @needs_compiler
 def test_large_sources_are_encoded_eagerly(model, monkeypatch, one_thread):
     """Beyond MAX_ENCODE_TOKENS the encoder runs eagerly (the compiled one was slower there); the compiled

@@ -1,13 +1,14 @@
 """Where compiled decoders are kept between runs: $AIAYN_CACHE/compiled (default ~/.cache/aiayn/compiled),
-one directory per fingerprint of what the compiled code depends on. Compiling takes 30-60 s; loading a
-kept one about a second.
+one directory per fingerprint of what the compiled code depends on. Compiling takes about 90 s (86 s for the
+Multi30k model on 2 cores); loading a kept one about 2 s.
 
 The fingerprint covers the model (every weight's bytes, its modules and their settings), the code that
 builds the compiled modules (aiayn/model and aiayn/decoding/compiled.py), torch's version, the CPU (its
 instruction set flags: inductor generates code for the CPU it runs on) and the number of torch threads
 (inductor fixes a kernel's thread count when it compiles it). A directory appears only complete (written
 beside, then renamed); one that cannot be loaded is compiled again. Where the cache cannot be written, the
-compiled files go to a temporary directory for this run only, with a warning. The cache keeps the
+compiled files go to a temporary directory for this run only, with a warning (an error of the compilation
+itself, even an OSError, is raised as it is: compiling again elsewhere would fail the same way). The cache keeps the
 MAX_ENTRIES decoders used last, and no more than MAX_BYTES of them (an entry holds the weights twice over:
 50 MB for the 3.1M-parameter Multi30k model): every retrained model or thread count adds one, and the
 oldest are removed when a new one is written (never the new one, however large).
@@ -65,6 +66,21 @@ def fingerprint(model: torch.nn.Module) -> str:
     return h.hexdigest()[:32]
 
 
+class _BuildFailed(Exception):
+    """Carries an error of build() past the handler for a cache that cannot be written."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _build(build: Callable[[Path], None], directory: Path) -> None:
+    try:
+        build(directory)
+    except OSError as err:  # the compiler's own (a full /tmp, a missing tool): not the cache's
+        raise _BuildFailed(err) from err
+
+
 def cached(key: str, names: list[str], build: Callable[[Path], None], load: Callable[[Path], object]) -> list:
     """The loaded files `names` of the cache directory `key`; build(directory) writes them first where the
     directory is missing or cannot be loaded. Returns [load(directory / name) for name in names]."""
@@ -78,7 +94,9 @@ def cached(key: str, names: list[str], build: Callable[[Path], None], load: Call
             log.warning("compiled decoder in %s could not be loaded (%s); compiling it again", directory, err)
     try:
         with atomic_dir(directory) as tmp:
-            build(tmp)
+            _build(build, tmp)
+    except _BuildFailed as failed:
+        raise failed.error from None
     except OSError as err:
         log.warning("cannot keep the compiled decoder in %s (%s); it is compiled again next run", directory, err)
         with tempfile.TemporaryDirectory(prefix="aiayn-compiled-") as tmp:
