@@ -318,6 +318,21 @@ def test_an_oserror_of_the_compiler_is_raised_not_taken_for_the_cache(monkeypatc
     assert list(compiled_cache.cache_root().iterdir()) == []
 
 
+def test_a_full_disk_under_the_cache_builds_for_this_run(monkeypatch, tmp_path, caplog):
+    """An OSError about a file in the cache's own directory is the cache's: built again in a temporary one."""
+    monkeypatch.setenv("AIAYN_CACHE", str(tmp_path))
+    builds = []
+
+    def build(directory):
+        builds.append(directory)
+        if len(builds) == 1:
+            raise OSError(28, "No space left on device", str(directory / "a"))
+        _fake_build(directory)
+
+    assert compiled_cache.cached("k", ["a", "b"], build, _fake_load) == ["a", "b"]
+    assert len(builds) == 2 and "cannot keep the compiled decoder" in caplog.text
+
+
 @needs_compiler
 def test_large_sources_are_encoded_eagerly(model, monkeypatch, one_thread):
     """Beyond MAX_ENCODE_TOKENS the encoder runs eagerly (the compiled one was slower there); the compiled

@@ -8,7 +8,8 @@ instruction set flags: inductor generates code for the CPU it runs on) and the n
 (inductor fixes a kernel's thread count when it compiles it). A directory appears only complete (written
 beside, then renamed); one that cannot be loaded is compiled again. Where the cache cannot be written, the
 compiled files go to a temporary directory for this run only, with a warning (an error of the compilation
-itself, even an OSError, is raised as it is: compiling again elsewhere would fail the same way). The cache keeps the
+itself, even an OSError about a file outside the cache, is raised as it is: compiling again elsewhere would
+fail the same way). The cache keeps the
 MAX_ENTRIES decoders used last, and no more than MAX_BYTES of them (an entry holds the weights twice over:
 50 MB for the 3.1M-parameter Multi30k model): every retrained model or thread count adds one, and the
 oldest are removed when a new one is written (never the new one, however large).
@@ -75,9 +76,14 @@ class _BuildFailed(Exception):
 
 
 def _build(build: Callable[[Path], None], directory: Path) -> None:
+    """build(directory); an OSError about a file outside `directory` (the compiler's: a full /tmp, a missing
+    tool) is the compilation's, raised as _BuildFailed. One inside it (a full disk under the cache) is the
+    cache's, and stays an OSError."""
     try:
         build(directory)
-    except OSError as err:  # the compiler's own (a full /tmp, a missing tool): not the cache's
+    except OSError as err:
+        if err.filename and Path(os.fsdecode(err.filename)).resolve().is_relative_to(directory.resolve()):
+            raise
         raise _BuildFailed(err) from err
 
 
