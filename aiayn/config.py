@@ -83,9 +83,6 @@ class TrainConfig:
     ema_decay: float = 0.0  # exponential moving average of the weights (0 = off)
     log_every: int = 50
     num_threads: int = 0  # torch CPU threads (0 = torch's default)
-    # glibc reuses freed blocks instead of fresh zeroed pages (aiayn.device.keep_freed_memory): ~11% more
-    # tokens/s on a 2-core CPU, a little more peak RSS (BENCHMARKS.md, training memory); the same numbers
-    reuse_freed_memory: bool = False
 
 
 @dataclass

@@ -81,9 +81,7 @@ def keep_freed_memory(mmap_mb: int = 64, trim_mb: int = 256) -> None:
     heap top past twice that, so every step paid ~1200 page faults (zero-filled pages) here. With blocks up
     to mmap_mb from the heap and up to trim_mb of free heap kept, a batch-64 search took 8-15% less
     time, with the same outputs (BENCHMARKS.md, issue 10); the cost is that a decoding process keeps its
-    peak heap. Process-wide, so the Translator's loaders call it (decoding processes), and training only
-    with train.reuse_freed_memory: a Multi30k step paid ~20000 faults (78 ms of system time), ~850 with it,
-    for ~11% more tokens/s and 10-25 MB more peak RSS over 150 steps (BENCHMARKS.md, training memory).
+    peak heap. Process-wide, so the Translator's loaders call it (decoding processes), never training.
     A no-op where the C library is not glibc (macOS, musl)."""
     if not sys.platform.startswith("linux"):
         return

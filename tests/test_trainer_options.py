@@ -176,24 +176,3 @@ def test_bf16_falls_back_to_float32_where_it_would_be_emulated(tmp_path, monkeyp
     assert ("training in float32 instead" in caplog.text) is not fast
     trainer.train()
     assert trainer.progress.step == 1
-
-
-def test_reuse_freed_memory_changes_no_number_and_may_change_on_resume(tmp_path, monkeypatch):
-    """train.reuse_freed_memory sets glibc's thresholds (process-wide) before training: the same weights, and
-    a run may be resumed with it switched on."""
-    import aiayn.training.run as run_module
-
-    calls, real = [], run_module.keep_freed_memory
-    monkeypatch.setattr(run_module, "keep_freed_memory", lambda: (calls.append(1), real()))
-    common = ["train.eval_every=100", "train.save_every=2"]
-    prepare_run(small_config("train.max_steps=4", *common), tmp_path / "plain").train()
-    assert calls == []
-    prepare_run(small_config("train.max_steps=4", "train.reuse_freed_memory=true", *common), tmp_path / "reuse").train()
-    assert calls == [1]
-    weights = [load_file(str(tmp_path / run / "checkpoints" / "step_00000004" / "model.safetensors"))
-               for run in ("plain", "reuse")]
-    assert weights[0].keys() == weights[1].keys()
-    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
-    resumed = prepare_run(small_config("train.max_steps=6", "train.reuse_freed_memory=true", *common),
-                          tmp_path / "plain")
-    assert resumed.progress.step == 4

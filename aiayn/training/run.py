@@ -23,7 +23,7 @@ from aiayn.data.encoded import EncodedCorpus, encoded_corpus
 from aiayn.data.fingerprint import data_fingerprint, files_fingerprint
 from aiayn.data.separate_tokenizer import SeparateTokenizer
 from aiayn.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_dir
-from aiayn.device import keep_freed_memory, resolve_device
+from aiayn.device import resolve_device
 from aiayn.errors import AiaynError
 from aiayn.model import build_model, count_parameters
 from aiayn.training import distributed as D
@@ -35,8 +35,8 @@ TOKENIZER_SAMPLE_PAIRS = 1_000_000  # SentencePiece learns the vocabulary from a
 # what may change when a run is resumed: budgets, logging, paths (the data itself is fingerprinted)
 RESUMABLE = {"train.max_steps", "train.max_epochs", "train.max_minutes", "train.eval_every", "train.bleu_every",
              "train.bleu_sentences", "train.save_every", "train.keep_last", "train.average_last", "train.patience",
-             "train.log_every", "train.num_threads", "train.reuse_freed_memory", "data.data_dir", "data.train_src",
-             "data.train_tgt", "data.valid_src", "data.valid_tgt"}
+             "train.log_every", "train.num_threads", "data.data_dir", "data.train_src", "data.train_tgt",
+             "data.valid_src", "data.valid_tgt"}
 
 
 class RunMismatchError(AiaynError):
@@ -276,8 +276,6 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
         dev = torch.device("cuda", dist.local_rank)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
-    if cfg.train.reuse_freed_memory and dev.type == "cpu":  # process-wide: this process only trains
-        keep_freed_memory()
     valid_pairs = load_pairs(cfg.data, "valid")
     files_sha256 = files_fingerprint(cfg.data)
     saved = _read_marker(out) if out.is_dir() else {}
