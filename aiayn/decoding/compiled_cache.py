@@ -9,10 +9,10 @@ instruction set flags: inductor generates code for the CPU it runs on) and the n
 beside, then renamed); one that cannot be loaded is compiled again. Where the cache cannot be written, the
 compiled files go to a temporary directory for this run only, with a warning (an error of the compilation
 itself, even an OSError about a file outside the cache, is raised as it is: compiling again elsewhere would
-fail the same way). The cache keeps the
-MAX_ENTRIES decoders used last, and no more than MAX_BYTES of them (an entry holds the weights twice over:
-50 MB for the 3.1M-parameter Multi30k model): every retrained model or thread count adds one, and the
-oldest are removed when a new one is written (never the new one, however large).
+fail the same way). The cache keeps the MAX_ENTRIES decoders used last, and no more than MAX_BYTES of them
+(an entry holds the weights twice over: 50 MB for the 3.1M-parameter Multi30k model): every retrained model
+or thread count adds one, and the oldest are removed when a new one is written (never the new one, however
+large).
 """
 
 import hashlib
