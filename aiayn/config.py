@@ -83,6 +83,10 @@ class TrainConfig:
     ema_decay: float = 0.0  # exponential moving average of the weights (0 = off)
     log_every: int = 50
     num_threads: int = 0  # torch CPU threads (0 = torch's default)
+    # CPU data parallelism in one process: the `accumulate` micro-batches of an update run this many at a time
+    # in worker threads, each with num_threads / micro_batch_workers torch threads (0 = one after another in
+    # the training thread; aiayn/training/micro_batches.py says why and what stays exact)
+    micro_batch_workers: int = 0
 
 
 @dataclass
@@ -130,7 +134,7 @@ TRAIN_RULES = {
     "adam_betas": _betas, "adam_eps": above(0), "label_smoothing": fraction, "clip_norm": at_least(0),
     "eval_every": at_least(1), "bleu_every": at_least(0), "bleu_sentences": at_least(1), "save_every": at_least(1),
     "keep_last": at_least(1), "average_last": at_least(0), "patience": at_least(0), "ema_decay": fraction,
-    "log_every": at_least(1), "num_threads": between(0, 1024),
+    "log_every": at_least(1), "num_threads": between(0, 1024), "micro_batch_workers": between(0, 1024),
 }
 DECODE_RULES = {"beam": at_least(1), "length_penalty": between(0, 10), "max_len_a": at_least(0),
                 "max_len_b": at_least(1),

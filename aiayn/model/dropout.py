@@ -8,15 +8,32 @@ mask is cut from 64-bit draws, four 16-bit words each: a quarter of the draws. T
 thing autograd keeps for the backward (1 byte an element), and the output keeps the input's dtype.
 """
 
+import contextlib
 import functools
 import math
 import sys
+import threading
 
 import torch
 
 # random_() fills an int64 with 63 random bits: of its four 16-bit words, the most significant has only 15
 # (it is never negative). Its position in memory depends on the byte order.
 _HIGH_WORD = 3 if sys.byteorder == "little" else 0
+# The generator this thread's masks are drawn from (None: torch's default one). Training's micro-batch
+# workers (aiayn/training/micro_batches.py) each draw from their own, so that threads running side by side
+# draw the same masks whatever their timing.
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def mask_generator(generator: torch.Generator):
+    """Draw this thread's dropout masks from `generator` inside the block."""
+    previous = getattr(_local, "generator", None)
+    _local.generator = generator
+    try:
+        yield
+    finally:
+        _local.generator = previous
 
 
 @functools.lru_cache(maxsize=32)  # made once per (p, device), not at every call of a training step
@@ -31,7 +48,8 @@ def _thresholds(p: float, device: torch.device) -> torch.Tensor:
 def keep_mask(shape: torch.Size, p: float, device: torch.device) -> torch.Tensor:
     """bool mask of `shape`, each element True (kept) with probability 1 - p, independently."""
     n = math.prod(shape)
-    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_().view(torch.int16)
+    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(
+        generator=getattr(_local, "generator", None)).view(torch.int16)
     return (words.view(-1, 4) >= _thresholds(p, device)).view(-1)[:n].view(shape)
 
 

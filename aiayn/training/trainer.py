@@ -31,8 +31,10 @@ from aiayn.data.batching import collate, make_batches
 from aiayn.data.tokenizer import TOKENIZER_FILES
 from aiayn.device import bf16_is_fast, release_free_heap
 from aiayn.errors import OutputError
+from aiayn.model.dropout import mask_generator
 from aiayn.training import distributed as D
 from aiayn.training.loss import TrainingObjective
+from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, check_micro_batch_workers, micro_batch_seed
 from aiayn.training.progress_bar import TrainingBar
 from aiayn.training.schedule import lr_scheduler, refresh_lr
 from aiayn.training.state import Progress, rng_states, set_rng_states, trim_metrics
@@ -55,6 +57,11 @@ class Trainer:
         self.objective = TrainingObjective(model=self.model, pad_id=tokenizer.pad_id,
                                            epsilon=self.tc.label_smoothing)
         self.net = DistributedDataParallel(self.objective) if self.dist.enabled else self.objective
+        check_micro_batch_workers(cfg, distributed=self.dist.enabled, device=self.device)
+        self.workers = None  # train.micro_batch_workers: the threads that run an update's micro-batches
+        if self.tc.micro_batch_workers:
+            self.workers = MicroBatchWorkers(workers=self.tc.micro_batch_workers, threads_per_worker=max(
+                1, torch.get_num_threads() // self.tc.micro_batch_workers))
         self.train_examples, self.valid_examples = train_examples, valid_examples
         self.out = Path(out_dir)
         self.bleu_fn = bleu_fn
@@ -193,6 +200,8 @@ class Trainer:
         group (all processes)."""
         tok = self.tokenizer
         total_tokens = sum(int(self.train_examples.tgt_lengths[mb].sum()) + len(mb) for mb in group)
+        if self.workers is not None:
+            return self._train_step_in_workers(group, total_tokens)
         mine = group[self.dist.rank:: self.dist.world_size]
         loss_sum = nll_sum = 0.0
         for n, indices in enumerate(mine):
@@ -206,6 +215,26 @@ class Trainer:
             loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
         loss_sum, nll_sum = D.all_reduce_sum([loss_sum, nll_sum], self.dist)
         return loss_sum, nll_sum, total_tokens
+
+    def _train_step_in_workers(self, group: list[list[int]], total_tokens: int) -> tuple[float, float, int]:
+        """train_step with train.micro_batch_workers: the micro-batches side by side in the worker threads
+        (aiayn/training/micro_batches.py), their gradients summed into .grad in the group's order."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        step = self.progress.step
+
+        def micro_batch(item):  # in a worker thread: (loss, nll, gradients) of one micro-batch
+            index, indices = item
+            tok = self.tokenizer
+            batch = collate([self.train_examples[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
+            generator = torch.Generator().manual_seed(micro_batch_seed(self.tc.seed, step, index))
+            with mask_generator(generator), self._autocast():  # autocast is per thread
+                loss, nll = self.objective(batch.src, batch.tgt_in, batch.tgt_out)
+            grads = torch.autograd.grad(loss * (1.0 / total_tokens), params, allow_unused=True)
+            return loss.item(), nll.item(), grads
+
+        results = self.workers.map(micro_batch, enumerate(group))
+        add_to_grad(params, [grads for _, _, grads in results])
+        return sum(r[0] for r in results), sum(r[1] for r in results), total_tokens
 
     def _apply_update(self, group_size: int) -> None:
         """One optimizer update and the progress that records it: called inside _update_unit."""

@@ -1,0 +1,81 @@
+"""Data parallelism inside one process (train.micro_batch_workers): an update's micro-batches run side by
+side in worker threads, each thread with its own share of torch's intra-op threads.
+
+Why: the Multi30k model's ops (d_model 128, ~20-token sentences) are too small for two intra-op threads
+to share well. On a 2-core CPU one process with 2 threads trained at ~6400 target tokens/s, while two
+1-thread processes side by side ran at ~4500 each (BENCHMARKS.md, twelfth session). torchrun's processes
+get that, but each holds its own torch, model, data and caches, and all-reduces the gradients; threads
+share one copy of everything, and torch releases the GIL inside its ops.
+
+What stays exact: each micro-batch's gradients come from torch.autograd.grad (never accumulated into
+.grad by racing threads) and are summed into .grad in the group's order, as consecutive backward() calls
+would; each micro-batch draws its dropout masks from a generator seeded by (train.seed, step, its index in
+the group). So an update is the same whatever the threads' timing, and whatever their number at the same
+torch threads a worker (a kernel's thread count may change its summation order): bit for bit
+(tests/test_micro_batches.py); and a resumed run repeats it exactly without saving any generator state.
+"""
+
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from aiayn.errors import AiaynError
+
+
+def micro_batch_seed(seed: int, step: int, index: int) -> int:
+    """The dropout seed of micro-batch `index` of the update after `step` (SeedSequence mixes the three)."""
+    return int(np.random.SeedSequence([seed, step, index]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def check_micro_batch_workers(cfg, *, distributed: bool, device: torch.device) -> None:
+    """The workers' dropout is exact only where every mask comes from aiayn.model.dropout (the
+    Transformer's residual dropout) on a CPU, and they replace torchrun's gradient all-reduce."""
+    workers, m = cfg.train.micro_batch_workers, cfg.model
+    if not workers:
+        return
+    why = None
+    if distributed:
+        why = "it does not combine with torchrun (use one or the other)"
+    elif device.type != "cpu":
+        why = f"it is for CPUs (this run trains on {device})"
+    elif m.arch != "transformer":
+        why = f"the RNN's dropout draws from torch's shared generator (model.arch={m.arch})"
+    elif cfg.train.accumulate < workers:
+        why = (f"train.accumulate={cfg.train.accumulate} gives each update fewer micro-batches than workers; set "
+               f"train.accumulate to {workers} (or a multiple), with train.max_tokens per micro-batch")
+    elif m.attention_dropout:
+        why = f"model.attention_dropout={m.attention_dropout:g} draws from torch's shared generator (set it 0)"
+    if why:
+        raise AiaynError(f"train.micro_batch_workers={workers}: {why}; or set train.micro_batch_workers=0")
+
+
+class MicroBatchWorkers:
+    """A pool of `workers` threads, each running torch ops with `threads_per_worker` intra-op threads
+    (torch's thread count is kept per thread)."""
+
+    def __init__(self, *, workers: int, threads_per_worker: int):
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aiayn-micro-batch",
+                                       initializer=torch.set_num_threads, initargs=(threads_per_worker,))
+
+    def map(self, fn: Callable, items: Iterable) -> list:
+        """fn over items, in the workers; the results in the items' order."""
+        return list(self.pool.map(fn, items))
+
+    def close(self) -> None:
+        self.pool.shutdown()
+
+
+def add_to_grad(params: Sequence[torch.Tensor], grads_per_micro_batch: Sequence[Sequence[torch.Tensor | None]]):
+    """.grad += each micro-batch's gradients, in the micro-batches' order (as consecutive backward() calls
+    accumulate them: the first one taken as it is, the next ones added in place)."""
+    for i, param in enumerate(params):
+        for grads in grads_per_micro_batch:
+            grad = grads[i]
+            if grad is None:  # a parameter this micro-batch did not use
+                continue
+            if param.grad is None:
+                param.grad = grad
+            else:
+                param.grad.add_(grad)
