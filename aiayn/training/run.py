@@ -35,8 +35,8 @@ TOKENIZER_SAMPLE_PAIRS = 1_000_000  # SentencePiece learns the vocabulary from a
 # what may change when a run is resumed: budgets, logging, paths (the data itself is fingerprinted)
 RESUMABLE = {"train.max_steps", "train.max_epochs", "train.max_minutes", "train.eval_every", "train.bleu_every",
              "train.bleu_sentences", "train.save_every", "train.keep_last", "train.average_last", "train.patience",
-             "train.log_every", "train.num_threads", "train.micro_batch_workers", "data.data_dir", "data.train_src", "data.train_tgt",
-             "data.valid_src", "data.valid_tgt"}
+             "train.log_every", "train.num_threads", "train.micro_batch_workers", "data.data_dir", "data.train_src",
+             "data.train_tgt", "data.valid_src", "data.valid_tgt"}
 
 
 class RunMismatchError(AiaynError):
