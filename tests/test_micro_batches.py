@@ -1,6 +1,9 @@
 """train.micro_batch_workers: an update's micro-batches in worker threads give the same update whatever the
 number of workers, the same as one after another when nothing is random, and resume exactly."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -9,7 +12,7 @@ from aiayn.config import ExperimentConfig
 from aiayn.errors import AiaynError
 from aiayn.model import ModelConfig
 from aiayn.training.micro_batches import check_micro_batch_workers, micro_batch_seed
-from tests.test_training import run_train, step_losses
+from tests.test_training import TINY, run_train, step_losses
 
 SHORT = ["train.max_steps=6", "train.save_every=6", "train.eval_every=1000", "train.average_last=1",
          "train.accumulate=2", "train.num_threads=2"]
@@ -68,3 +71,13 @@ def test_workers_refuse_what_they_cannot_keep_exact(change, message):
         check_micro_batch_workers(cfg, distributed=False, device=torch.device("cpu"))
     with pytest.raises(AiaynError, match="torchrun"):
         check_micro_batch_workers(ExperimentConfig(train=cfg.train), distributed=True, device=torch.device("cpu"))
+
+
+def test_a_refused_setting_writes_nothing(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "aiayn", "train", "--out", str(out)]
+    cmd += [x for s in TINY + ["train.micro_batch_workers=2"] for x in ("--set", s)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "train.micro_batch_workers=2: train.accumulate=1" in result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()

@@ -27,6 +27,7 @@ from aiayn.device import resolve_device
 from aiayn.errors import AiaynError
 from aiayn.model import build_model, count_parameters
 from aiayn.training import distributed as D
+from aiayn.training.micro_batches import check_micro_batch_workers
 from aiayn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -267,6 +268,7 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     out = Path(out)
     dev = resolve_device(device)
     dist = D.init_distributed(dev)
+    check_micro_batch_workers(cfg, distributed=dist.enabled, device=dev)  # before anything is written
     check_output(out)
     init = load_init(init_from, out) if init_from is not None else None
     if init is not None:
