@@ -81,3 +81,17 @@ def test_a_refused_setting_writes_nothing(tmp_path):
     assert result.returncode != 0
     assert "train.micro_batch_workers=2: train.accumulate=1" in result.stderr
     assert "Traceback" not in result.stderr and not out.exists()
+
+
+def test_workers_leave_the_training_threads_count():
+    # in a fresh process: torch's process-wide count is what a worker's set_num_threads would change
+    code = """if True:
+        import torch
+        from aiayn.training.micro_batches import MicroBatchWorkers
+        torch.set_num_threads(2)
+        workers = MicroBatchWorkers(workers=2, threads_per_worker=1)
+        inside = workers.map(lambda _: torch.get_num_threads(), range(2))
+        print(inside, torch.get_num_threads())
+    """
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.split("\n")[0] == "[1, 1] 2", result.stdout + result.stderr

@@ -2,8 +2,8 @@
 side in worker threads, each thread with its own share of torch's intra-op threads.
 
 Why: the Multi30k model's ops (d_model 128, ~20-token sentences) are too small for two intra-op threads
-to share well. On a 2-core CPU one process with 2 threads trained at ~6400 target tokens/s, while two
-1-thread processes side by side ran at ~4500 each (BENCHMARKS.md, twelfth session). torchrun's processes
+to share well. On a 2-core CPU one process with 2 threads trained at ~6500 target tokens/s, while two
+1-thread processes side by side ran at 4424 and 5066 (BENCHMARKS.md, twelfth session). torchrun's processes
 get that, but each holds its own torch, model, data and caches, and all-reduces the gradients; threads
 share one copy of everything, and torch releases the GIL inside its ops.
 
@@ -52,19 +52,26 @@ def check_micro_batch_workers(cfg, *, distributed: bool, device: torch.device) -
 
 
 class MicroBatchWorkers:
-    """A pool of `workers` threads, each running torch ops with `threads_per_worker` intra-op threads
-    (torch's thread count is kept per thread)."""
+    """A pool of `workers` threads, each running torch ops with `threads_per_worker` intra-op threads.
+
+    OpenMP keeps a thread count per thread, but torch also keeps a process-wide one, which sizes the
+    parallel regions of its own kernels in whatever thread runs them. So the process-wide count is the
+    workers' while they run (measured: with the caller's 2 left there, a worker's element-wise kernels ran
+    on 2 threads, and 2 workers on 4), and the caller's again after, for its validations and decoding."""
 
     def __init__(self, *, workers: int, threads_per_worker: int):
+        self.threads_per_worker = threads_per_worker
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aiayn-micro-batch",
                                        initializer=torch.set_num_threads, initargs=(threads_per_worker,))
 
     def map(self, fn: Callable, items: Iterable) -> list:
         """fn over items, in the workers; the results in the items' order."""
-        return list(self.pool.map(fn, items))
-
-    def close(self) -> None:
-        self.pool.shutdown()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self.threads_per_worker)
+        try:
+            return list(self.pool.map(fn, items))
+        finally:
+            torch.set_num_threads(threads)
 
 
 def add_to_grad(params: Sequence[torch.Tensor], grads_per_micro_batch: Sequence[Sequence[torch.Tensor | None]]):
