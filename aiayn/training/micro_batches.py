@@ -55,9 +55,10 @@ class MicroBatchWorkers:
     """A pool of `workers` threads, each running torch ops with `threads_per_worker` intra-op threads.
 
     OpenMP keeps a thread count per thread, but torch also keeps a process-wide one, which sizes the
-    parallel regions of its own kernels in whatever thread runs them. So the process-wide count is the
-    workers' while they run (measured: with the caller's 2 left there, a worker's element-wise kernels ran
-    on 2 threads, and 2 workers on 4), and the caller's again after, for its validations and decoding."""
+    parallel regions of its own kernels in whatever thread runs them (with the caller's 2 left there, runs
+    of 2 workers stopped matching 1-thread runs bit for bit: tests/test_micro_batches.py). So the
+    process-wide count is the workers' while they run, and the caller's again after, for its validations
+    and decoding."""
 
     def __init__(self, *, workers: int, threads_per_worker: int):
         self.threads_per_worker = threads_per_worker

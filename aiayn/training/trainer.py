@@ -34,7 +34,7 @@ from aiayn.errors import OutputError
 from aiayn.model.dropout import mask_generator
 from aiayn.training import distributed as D
 from aiayn.training.loss import TrainingObjective
-from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, check_micro_batch_workers, micro_batch_seed
+from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, micro_batch_seed
 from aiayn.training.progress_bar import TrainingBar
 from aiayn.training.schedule import lr_scheduler, refresh_lr
 from aiayn.training.state import Progress, rng_states, set_rng_states, trim_metrics
@@ -57,11 +57,11 @@ class Trainer:
         self.objective = TrainingObjective(model=self.model, pad_id=tokenizer.pad_id,
                                            epsilon=self.tc.label_smoothing)
         self.net = DistributedDataParallel(self.objective) if self.dist.enabled else self.objective
-        check_micro_batch_workers(cfg, distributed=self.dist.enabled, device=self.device)
-        self.workers = None  # train.micro_batch_workers: the threads that run an update's micro-batches
+        self.workers = None  # train.micro_batch_workers (checked by prepare_run): the threads of the micro-batches
         if self.tc.micro_batch_workers:
             self.workers = MicroBatchWorkers(workers=self.tc.micro_batch_workers, threads_per_worker=max(
                 1, torch.get_num_threads() // self.tc.micro_batch_workers))
+            self._trained_params = [p for p in self.model.parameters() if p.requires_grad]  # autograd.grad's order
         self.train_examples, self.valid_examples = train_examples, valid_examples
         self.out = Path(out_dir)
         self.bleu_fn = bleu_fn
@@ -194,18 +194,22 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
+    def _collate(self, examples, indices: list[int]):
+        """The padded batch of these examples (aiayn.data.batching.collate)."""
+        tok = self.tokenizer
+        return collate([examples[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
+
     def train_step(self, group: list[list[int]]) -> tuple[float, float, int]:
         """Forward/backward over this process's share of the group (gradients only: the update is
         _apply_update). Returns the summed smoothed loss, summed nll and target tokens of the whole
         group (all processes)."""
-        tok = self.tokenizer
         total_tokens = sum(int(self.train_examples.tgt_lengths[mb].sum()) + len(mb) for mb in group)
         if self.workers is not None:
             return self._train_step_in_workers(group, total_tokens)
         mine = group[self.dist.rank:: self.dist.world_size]
         loss_sum = nll_sum = 0.0
         for n, indices in enumerate(mine):
-            batch = collate([self.train_examples[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
+            batch = self._collate(self.train_examples, indices)
             sync = n == len(mine) - 1 or not self.dist.enabled
             with contextlib.nullcontext() if sync else self.net.no_sync(), self._autocast():
                 loss, nll = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device),
@@ -219,13 +223,11 @@ class Trainer:
     def _train_step_in_workers(self, group: list[list[int]], total_tokens: int) -> tuple[float, float, int]:
         """train_step with train.micro_batch_workers: the micro-batches side by side in the worker threads
         (aiayn/training/micro_batches.py), their gradients summed into .grad in the group's order."""
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        step = self.progress.step
+        params, step = self._trained_params, self.progress.step
 
         def micro_batch(item):  # in a worker thread: (loss, nll, gradients) of one micro-batch
             index, indices = item
-            tok = self.tokenizer
-            batch = collate([self.train_examples[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
+            batch = self._collate(self.train_examples, indices)
             generator = torch.Generator().manual_seed(micro_batch_seed(self.tc.seed, step, index))
             with mask_generator(generator), self._autocast():  # autocast is per thread
                 loss, nll = self.objective(batch.src, batch.tgt_in, batch.tgt_out)
@@ -262,9 +264,9 @@ class Trainer:
         """Validation loss and perplexity on every process's copy (cheap), dev BLEU on the main one."""
         release_free_heap()  # the peak RSS came with validations (BENCHMARKS.md, training memory)
         self.model.eval()
-        tok, loss_sum, nll_sum, tokens = self.tokenizer, 0.0, 0.0, 0
+        loss_sum, nll_sum, tokens = 0.0, 0.0, 0
         for indices in self._valid_batches:
-            batch = collate([self.valid_examples[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
+            batch = self._collate(self.valid_examples, indices)
             with self._autocast():
                 loss, nll = self.objective(batch.src.to(self.device), batch.tgt_in.to(self.device),
                                            batch.tgt_out.to(self.device))
