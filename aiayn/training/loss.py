@@ -14,6 +14,8 @@ same buffer, which at once gives the gradients of h, W and b for that chunk: the
 Under autocast the projection runs in the autocast dtype, as nn.Linear would.
 """
 
+import threading
+
 import torch
 
 CHUNK = 512  # rows per chunk: a 512 x V fp32 temporary (20 MB at V = 10k); 1024 was slower here
@@ -40,10 +42,30 @@ def _compute_dtype(hidden: torch.Tensor) -> torch.dtype:
     return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
 
 
+class _WorkBuffers(threading.local):
+    """This thread's (CHUNK, V) work buffers, kept from call to call. Why: fresh, each chunk's 10-20 MB
+    temporaries came from the system as zero-filled pages (glibc maps blocks that large anew and unmaps
+    them on free), and a training step's copies into them ran several times slower than into reused
+    memory (BENCHMARKS.md, 2026-11-26 thirteenth session). Thread-local: micro-batch workers
+    (micro_batches.py) run this loss side by side."""
+
+    def get(self, name: str, shape: tuple[int, int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """The buffer `name`, made (or remade, for another shape, dtype or device) at first use."""
+        buffer = getattr(self, name, None)
+        if buffer is None or buffer.shape != shape or buffer.dtype != dtype or buffer.device != device:
+            buffer = torch.empty(shape, dtype=dtype, device=device)
+            setattr(self, name, buffer)
+        return buffer
+
+
+_buffers = _WorkBuffers()
+
+
 def _fused_chunks(hidden, weight, bias, target, epsilon: float, want_grad: bool):
     """hidden (N, D), weight (V, D), bias (V,) or None, target (N,) -> (loss sum, nll sum, fp32 scalars;
     grads of (hidden, weight, bias) summed, or None when not want_grad)."""
     dtype = _compute_dtype(hidden)
+    V = weight.size(0)
     with torch.autocast(hidden.device.type, enabled=False):
         h, w = hidden.to(dtype), weight.to(dtype)
         b = None if bias is None else bias.to(dtype)
@@ -52,18 +74,23 @@ def _fused_chunks(hidden, weight, bias, target, epsilon: float, want_grad: bool)
         grad_b = None if b is None or not want_grad else torch.zeros_like(bias, dtype=torch.float32)
         loss = hidden.new_zeros((), dtype=torch.float32)
         nll_sum = hidden.new_zeros((), dtype=torch.float32)
+        chunk, device = (CHUNK, V), h.device
         for start in range(0, h.size(0), CHUNK):
             rows = slice(start, start + CHUNK)
-            logits = h[rows] @ w.t() if b is None else torch.addmm(b, h[rows], w.t())  # (C, V) in dtype
-            x = logits.float()  # the one fp32 temporary (logits itself when already fp32)
-            del logits
-            loss_c, nll_c = _chunk_loss(x, target[rows], epsilon, want_grad)
+            n = h[rows].size(0)
+            logits = _buffers.get("logits", chunk, dtype, device)[:n]  # (C, V) in dtype
+            torch.mm(h[rows], w.t(), out=logits) if b is None else torch.addmm(b, h[rows], w.t(), out=logits)
+            x = logits if dtype == torch.float32 else _buffers.get("x", chunk, torch.float32, device)[:n].copy_(logits)
+            loss_c, nll_c = _chunk_loss(x, target[rows], epsilon, want_grad)  # x: fp32 logits, then softmax - q
             loss += loss_c.sum()
             nll_sum += nll_c.sum()
             if want_grad:
-                g = x.to(dtype)  # (C, V) d loss / d logits
-                grad_h[rows] = g @ w  # (C, D)
-                grad_w += (g.t() @ h[rows]).float()  # (V, D), summed over chunks in fp32
+                g = x if dtype == torch.float32 else logits.copy_(x)  # (C, V) d loss / d logits, in dtype
+                torch.mm(g, w, out=grad_h[rows])  # (C, D)
+                grad_w_c = torch.mm(g.t(), h[rows], out=_buffers.get("grad_w", (V, h.size(1)), dtype, device))
+                # summed over chunks in fp32; the copy first, so that add_ makes no fresh fp32 temporary
+                grad_w += grad_w_c if dtype == torch.float32 else _buffers.get(
+                    "grad_w32", (V, h.size(1)), torch.float32, device).copy_(grad_w_c)
                 if grad_b is not None:
                     grad_b += x.sum(dim=0)
     return loss, nll_sum, ((grad_h, grad_w, grad_b) if want_grad else None)
