@@ -83,9 +83,9 @@ class TrainConfig:
     ema_decay: float = 0.0  # exponential moving average of the weights (0 = off)
     log_every: int = 50
     num_threads: int = 0  # torch CPU threads (0 = torch's default)
-    # CPU data parallelism in one process: the `accumulate` micro-batches of an update run this many at a time
-    # in worker threads, each with num_threads / micro_batch_workers torch threads (0 = one after another in
-    # the training thread; aiayn/training/micro_batches.py says why and what stays exact)
+    # CPU data parallelism in one process: each micro-batch is dealt into this many shares, run side by side
+    # in as many worker threads, each with num_threads / micro_batch_workers torch threads (0 = the whole
+    # micro-batch in the training thread; aiayn/training/micro_batches.py says why and what stays exact)
     micro_batch_workers: int = 0
 
 

@@ -1,7 +1,7 @@
 """Training throughput and peak memory of `aiayn train` on a Multi30k config under several thread layouts,
 each a fresh process, the layouts interleaved over rounds (machine noise hits all alike): one training
-thread with 2 torch threads (the default), train.micro_batch_workers=2 with one torch thread each, and
-torchrun with 2 one-thread processes (the peer that micro-batch workers replace).
+thread with 2 torch threads, train.micro_batch_workers=2 (each batch dealt into 2 shares, one torch thread a
+share), and torchrun with 2 one-thread processes (the peer that micro-batch workers replace).
 
     python bench/train_workers.py [--config configs/multi30k_en_de.yaml] [--steps 200] [--rounds 3]
 
@@ -25,11 +25,10 @@ MULTI30K = Path(os.environ.get("AIAYN_MULTI30K_DIR", Path(__file__).resolve().pa
 
 # name -> (launcher, --set items); every layout trains updates of the same 4096-token budget, unless named x2
 LAYOUTS = {
-    "1 thread-of-2 (default)": ([], ["train.num_threads=2"]),
-    "2 workers x 2048": ([], ["train.num_threads=2", "train.micro_batch_workers=2", "train.accumulate=2",
-                              "train.max_tokens=2048"]),
-    "2 workers x 4096 (x2 update)": ([], ["train.num_threads=2", "train.micro_batch_workers=2",
-                                          "train.accumulate=2"]),
+    "whole batches, 2 threads": ([], ["train.num_threads=2", "train.micro_batch_workers=0"]),
+    "2 workers": ([], ["train.num_threads=2", "train.micro_batch_workers=2"]),  # each batch in 2 shares
+    "2 workers, accumulate 2 (x2 update)": ([], ["train.num_threads=2", "train.micro_batch_workers=2",
+                                                 "train.accumulate=2"]),
     "torchrun 2 x 2048": (["--nproc_per_node=2"], ["train.num_threads=1", "train.max_tokens=2048"]),
 }
 

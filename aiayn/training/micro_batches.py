@@ -1,5 +1,7 @@
-"""Data parallelism inside one process (train.micro_batch_workers): an update's micro-batches run side by
-side in worker threads, each thread with its own share of torch's intra-op threads.
+"""Data parallelism inside one process (train.micro_batch_workers = N): each micro-batch is dealt into N
+shares (every N-th sentence), and the shares run side by side in N worker threads, each thread with its
+share of torch's intra-op threads. The update is the same batch's: only the sum of the shares' gradients
+is taken in another order (and dropout draws other masks).
 
 Why: the Multi30k model's ops (d_model 128, ~20-token sentences) are too small for two intra-op threads
 to share well. On a 2-core CPU one process with 2 threads trained at ~6500 target tokens/s, while two
@@ -7,12 +9,12 @@ to share well. On a 2-core CPU one process with 2 threads trained at ~6500 targe
 get that, but each holds its own torch, model, data and caches, and all-reduces the gradients; threads
 share one copy of everything, and torch releases the GIL inside its ops.
 
-What stays exact: each micro-batch's gradients come from torch.autograd.grad (never accumulated into
-.grad by racing threads) and are summed into .grad in the group's order, as consecutive backward() calls
-would; each micro-batch draws its dropout masks from a generator seeded by (train.seed, step, its index in
-the group). So an update is the same whatever the threads' timing, and whatever their number at the same
-torch threads a worker (a kernel's thread count may change its summation order): bit for bit
-(tests/test_micro_batches.py); and a resumed run repeats it exactly without saving any generator state.
+What stays exact: each share's gradients come from torch.autograd.grad (never accumulated into .grad by
+racing threads) and are summed into .grad in the shares' order, as consecutive backward() calls would;
+each share draws its dropout masks from a generator seeded by (train.seed, step, its index in the update).
+So an update is the same whatever the threads' timing: bit for bit the shares computed one after another
+in one thread (tests/test_micro_batches.py); and a resumed run repeats it exactly without saving any
+generator state.
 """
 
 from collections.abc import Callable, Iterable, Sequence
@@ -25,7 +27,7 @@ from aiayn.errors import AiaynError
 
 
 def micro_batch_seed(seed: int, step: int, index: int) -> int:
-    """The dropout seed of micro-batch `index` of the update after `step` (SeedSequence mixes the three)."""
+    """The dropout seed of share `index` of the update after `step` (SeedSequence mixes the three)."""
     return int(np.random.SeedSequence([seed, step, index]).generate_state(1, np.uint64)[0] >> 1)
 
 
@@ -42,13 +44,17 @@ def check_micro_batch_workers(cfg, *, distributed: bool, device: torch.device) -
         why = f"it is for CPUs (this run trains on {device})"
     elif m.arch != "transformer":
         why = f"the RNN's dropout draws from torch's shared generator (model.arch={m.arch})"
-    elif cfg.train.accumulate < workers:
-        why = (f"train.accumulate={cfg.train.accumulate} gives each update fewer micro-batches than workers; set "
-               f"train.accumulate to {workers} (or a multiple), with train.max_tokens per micro-batch")
     elif m.attention_dropout:
         why = f"model.attention_dropout={m.attention_dropout:g} draws from torch's shared generator (set it 0)"
     if why:
         raise AiaynError(f"train.micro_batch_workers={workers}: {why}; or set train.micro_batch_workers=0")
+
+
+def split_batch(indices, parts: int) -> list:
+    """A batch's sentence indices dealt into `parts` shares, every parts-th sentence to a share (fewer
+    shares when the batch has fewer sentences). make_batches sorts a batch's sentences by length, so the
+    shares come out of about equal size and padding."""
+    return [indices[k::parts] for k in range(min(parts, len(indices)))]
 
 
 class MicroBatchWorkers:
@@ -75,13 +81,13 @@ class MicroBatchWorkers:
             torch.set_num_threads(threads)
 
 
-def add_to_grad(params: Sequence[torch.Tensor], grads_per_micro_batch: Sequence[Sequence[torch.Tensor | None]]):
-    """.grad += each micro-batch's gradients, in the micro-batches' order (as consecutive backward() calls
-    accumulate them: the first one taken as it is, the next ones added in place)."""
+def add_to_grad(params: Sequence[torch.Tensor], grads_per_share: Sequence[Sequence[torch.Tensor | None]]):
+    """.grad += each share's gradients, in the shares' order (as consecutive backward() calls accumulate
+    them: the first one taken as it is, the next ones added in place)."""
     for i, param in enumerate(params):
-        for grads in grads_per_micro_batch:
+        for grads in grads_per_share:
             grad = grads[i]
-            if grad is None:  # a parameter this micro-batch did not use
+            if grad is None:  # a parameter this share did not use
                 continue
             if param.grad is None:
                 param.grad = grad

@@ -34,7 +34,7 @@ from aiayn.errors import OutputError
 from aiayn.model.dropout import mask_generator
 from aiayn.training import distributed as D
 from aiayn.training.loss import TrainingObjective
-from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, micro_batch_seed
+from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, micro_batch_seed, split_batch
 from aiayn.training.progress_bar import TrainingBar
 from aiayn.training.schedule import lr_scheduler, refresh_lr
 from aiayn.training.state import Progress, rng_states, set_rng_states, trim_metrics
@@ -221,11 +221,13 @@ class Trainer:
         return loss_sum, nll_sum, total_tokens
 
     def _train_step_in_workers(self, group: list[list[int]], total_tokens: int) -> tuple[float, float, int]:
-        """train_step with train.micro_batch_workers: the micro-batches side by side in the worker threads
-        (aiayn/training/micro_batches.py), their gradients summed into .grad in the group's order."""
+        """train_step with train.micro_batch_workers: each micro-batch dealt into shares, the shares side by
+        side in the worker threads (aiayn/training/micro_batches.py), their gradients summed into .grad in
+        the shares' order."""
         params, step = self._trained_params, self.progress.step
+        shares = [share for indices in group for share in split_batch(indices, self.tc.micro_batch_workers)]
 
-        def micro_batch(item):  # in a worker thread: (loss, nll, gradients) of one micro-batch
+        def share_step(item):  # in a worker thread: (loss, nll, gradients) of one share
             index, indices = item
             batch = self._collate(self.train_examples, indices)
             generator = torch.Generator().manual_seed(micro_batch_seed(self.tc.seed, step, index))
@@ -234,7 +236,7 @@ class Trainer:
             grads = torch.autograd.grad(loss * (1.0 / total_tokens), params, allow_unused=True)
             return loss.item(), nll.item(), grads
 
-        results = self.workers.map(micro_batch, enumerate(group))
+        results = self.workers.map(share_step, enumerate(shares))
         add_to_grad(params, [grads for _, _, grads in results])
         return sum(r[0] for r in results), sum(r[1] for r in results), total_tokens
 
