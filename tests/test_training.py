@@ -88,6 +88,34 @@ def test_fused_loss_gradient_equals_torch(monkeypatch, bf16, bias):
             torch.testing.assert_close(mine.grad, theirs.grad, **tolerance)
 
 
+def test_fused_loss_kept_buffers_leave_earlier_results_alone(monkeypatch):
+    """The loss keeps its work buffers from call to call (aiayn/training/loss.py): a later call, with
+    another vocabulary size or dtype, is still right and leaves an earlier call's gradients as they were."""
+    import aiayn.training.loss as loss_module
+
+    monkeypatch.setattr(loss_module, "CHUNK", 7)
+    torch.manual_seed(0)
+
+    def loss_and_grads(rows: int, vocab: int, bf16: bool):
+        leaves = [torch.randn(rows, 16, requires_grad=True), torch.randn(vocab, 16, requires_grad=True)]
+        target = torch.randint(0, vocab, (rows,))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss, _ = projected_label_smoothed_loss(*leaves, None, target, 0.1)
+        loss.backward()
+        ref = torch.nn.functional.cross_entropy(leaves[0].detach() @ leaves[1].detach().t(), target,
+                                                label_smoothing=0.1, reduction="sum")
+        return loss.detach(), ref, [x.grad for x in leaves]
+
+    first_loss, first_ref, first_grads = loss_and_grads(30, 13, bf16=True)
+    kept = [g.clone() for g in first_grads]
+    for rows, vocab, bf16 in ((9, 21, True), (30, 13, False), (5, 13, True)):
+        loss, ref, _ = loss_and_grads(rows, vocab, bf16)
+        torch.testing.assert_close(loss, ref, **({"rtol": 2e-2, "atol": 2e-2} if bf16 else {}))
+    torch.testing.assert_close(first_loss, first_ref, rtol=2e-2, atol=2e-2)
+    for g, k in zip(first_grads, kept):
+        torch.testing.assert_close(g, k, rtol=0, atol=0)
+
+
 def test_fused_loss_without_gradients_computes_none(monkeypatch):
     """Validation (no grad) computes the same loss and no gradients (an autograd Function's forward
     would not know: its needs_input_grad is True under torch.no_grad too)."""

@@ -43,7 +43,7 @@ def _compute_dtype(hidden: torch.Tensor) -> torch.dtype:
 
 
 class _WorkBuffers(threading.local):
-    """This thread's (CHUNK, V) work buffers, kept from call to call. Why: fresh, each chunk's 10-20 MB
+    """This thread's work buffers ((CHUNK, V) and (V, D)), kept from call to call. Why: fresh, a chunk's 10-20 MB
     temporaries came from the system as zero-filled pages (glibc maps blocks that large anew and unmaps
     them on free), and a training step's copies into them ran several times slower than into reused
     memory (BENCHMARKS.md, 2026-11-26 thirteenth session). Thread-local: micro-batch workers
@@ -86,7 +86,10 @@ def _fused_chunks(hidden, weight, bias, target, epsilon: float, want_grad: bool)
             rows = slice(start, start + CHUNK)
             n = h[rows].size(0)
             logits = work("logits", chunk, dtype, device)[:n]  # (C, V) in dtype
-            torch.mm(h[rows], w.t(), out=logits) if b is None else torch.addmm(b, h[rows], w.t(), out=logits)
+            if b is None:
+                torch.mm(h[rows], w.t(), out=logits)
+            else:
+                torch.addmm(b, h[rows], w.t(), out=logits)
             x = logits if dtype == torch.float32 else work("x", chunk, torch.float32, device)[:n].copy_(logits)
             loss_c, nll_c = _chunk_loss(x, target[rows], epsilon, want_grad)  # x: fp32 logits, then softmax - q
             loss += loss_c.sum()
