@@ -62,7 +62,7 @@ class MicroBatchWorkers:
 
     OpenMP keeps a thread count per thread, but torch also keeps a process-wide one, which sizes the
     parallel regions of its own kernels in whatever thread runs them (with the caller's 2 left there, runs
-    of 2 workers stopped matching 1-thread runs bit for bit: tests/test_micro_batches.py). So the
+    of 2 workers stopped matching 1-thread runs bit for bit, seen in the twelfth session). So the
     process-wide count is the workers' while they run, and the caller's again after, for its validations
     and decoding."""
 
