@@ -18,6 +18,16 @@ DATA=${DATA:?set DATA to the Multi30k directory}
 DEV=${DEV:-cuda}; M=${MINUTES:-6.3}; S=${SWEEP:-/tmp/sweep}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 mkdir -p "$S"
+# An existing run directory would be resumed, not trained anew (aiayn train's exact resume), and its old
+# score reported as this sweep's: refuse before anything starts.
+while read -r name _; do
+  [ -z "$name" ] || [ "${name:0:1}" = "#" ] && continue
+  if [ -e "$S/$name" ]; then
+    echo "bench/recipe_sweep.sh: $S/$name exists ($RUNS names run '$name'); set SWEEP to a new directory" \
+         "or remove it" >&2
+    exit 2
+  fi
+done < "$RUNS"
 
 train() {  # name steps overrides...
   local name=$1 steps=$2; shift 2
@@ -42,19 +52,23 @@ wait
 python3 - "$S" "$RUNS" <<'PY'
 import json, sys
 from pathlib import Path
+sys.path.insert(0, "bench")
+from results_table import learning_curve, training_steps  # noqa: E402 (bench/ is not a package)
+
 sweep, runs = Path(sys.argv[1]), sys.argv[2]
 names = [line.split()[0] for line in open(runs) if line.strip() and not line.startswith("#")]
 print(f"{'run':12} {'val -lc':>8} {'steps':>6}  dev BLEU (greedy) by step")
 for name in names:
+    if not (sweep / name / "metrics.jsonl").exists():
+        print(f"{name:12} failed before its first logged step: see {sweep / name}.log")
+        continue
     try:
         scores = json.loads((sweep / f"{name}.val.json").read_text())["scores"]
         val = next(s["score"] for s in scores if s["name"] == "BLEU-lc")
     except (OSError, ValueError, StopIteration):
-        val = float("nan")
-    rows = [json.loads(line) for line in open(sweep / name / "metrics.jsonl")]
-    steps = max(r["step"] for r in rows)
-    curve = " ".join(f"{r['step']}:{r['bleu']:.1f}" for r in rows if "bleu" in r)
-    print(f"{name:12} {val:8.2f} {steps:6d}  {curve}")
+        val = float("nan")  # the evaluation failed or timed out: NAME.val.err says why
+    curve = " ".join(f"{step}:{bleu:.1f}" for _, step, bleu in learning_curve(sweep / name))
+    print(f"{name:12} {val:8.2f} {training_steps(sweep / name):6d}  {curve}")
 PY
 [ -n "${TESTS:-}" ] && tail -3 "$S/test_cuda.log"
 if [ -n "${OUT:-}" ]; then
