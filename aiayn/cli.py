@@ -61,7 +61,7 @@ def bleu_factory(tokenizer, valid_pairs, cfg):
 
     def dev_bleu(model) -> float:
         hyps = greedy_translate(model, tokenizer, sources, cfg.decode)
-        return corpus_bleu(hyps, refs).score
+        return corpus_bleu(hyps, refs, lowercase=cfg.data.lowercase).score  # a lowercasing model: scored as -lc
 
     return dev_bleu
 

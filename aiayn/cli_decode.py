@@ -344,6 +344,8 @@ def cmd_evaluate(args) -> int:
               "engine": translator.engine, "scores": as_dicts(scores)}
     if args.compute_type:
         report["compute_type"] = args.compute_type
+    if translator.tokenizer.folds_case:
+        report["lowercase_model"] = True  # trained with data.lowercase: only BLEU-lc compares with references
     if args.compare:
         other = _load_translator(args, args.compare)
         other_hyps = [r.text for r in other.translate(sources, args.beam, 1, args.alpha,
@@ -355,6 +357,9 @@ def cmd_evaluate(args) -> int:
         print(json.dumps(report, indent=2))
         return 0
     print(f"{report['model']}: {len(sources)} sentences translated in {seconds:.1f}s")
+    if translator.tokenizer.folds_case:
+        print("this model writes lowercased text (trained with data.lowercase): read BLEU-lc; BLEU, chrF and TER "
+              "count every capital of the references as an error")
     for s in scores:
         ci = f"  95% CI [{s.ci_low:.2f}, {s.ci_high:.2f}]" if s.ci_low is not None else ""
         print(f"{s.name:8s} {s.score:6.2f}{ci}  {s.signature}")

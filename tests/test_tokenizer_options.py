@@ -102,3 +102,20 @@ def test_a_run_with_separate_vocabularies_trains_translates_and_resumes(tmp_path
     captured = capsys.readouterr()
     assert "resuming from" in captured.out + captured.err
     assert (out / "checkpoints" / "step_00000004").is_dir()
+
+
+def test_lowercase_tokenizers_fold_case_in_training_and_at_every_encode(pairs):
+    from aiayn.config import DataConfig
+    from aiayn.training.run import _train_tokenizer
+
+    cased = [(s.capitalize(), t.upper()) for s, t in pairs]  # the built-in task's text is lowercase
+    joint = Tokenizer(_train_tokenizer(DataConfig(vocab_size=400, lowercase=True), cased)["tokenizer.model"])
+    pieces = [p for p in joint.id_to_piece(list(range(joint.vocab_size))) if not p.startswith("<")]  # not <0xF0>
+    assert not any(c.isupper() for c in "".join(pieces))
+    assert joint.decode(joint.encode(["Forty NINE"])[0]) == "forty nine"
+    kept = Tokenizer(_train_tokenizer(DataConfig(vocab_size=400), cased)["tokenizer.model"])
+    assert kept.decode(kept.encode(["Forty NINE"])[0]) == "Forty NINE"  # the default keeps case
+    separate = SeparateTokenizer.train([s for s, _ in cased], [t for _, t in cased], 400, True, lowercase=True)
+    assert separate.decode(separate.encode_target(["VIERZIG"])[0]) == "vierzig"
+    assert "▁forty" in separate.source_id_to_piece(separate.encode_source(["Forty"])[0])
+    assert joint.folds_case and separate.folds_case and not kept.folds_case  # what aiayn evaluate reads

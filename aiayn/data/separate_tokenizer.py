@@ -114,11 +114,14 @@ class SeparateTokenizer:
         self.vocab_size = self.tgt_vocab_size
 
     @classmethod
-    def train(cls, source: list[str], target: list[str], vocab_size: int, byte_fallback: bool) -> "SeparateTokenizer":
-        """A BPE model of vocab_size pieces for each side, trained on that side's sentences only."""
+    def train(cls, source: list[str], target: list[str], vocab_size: int, byte_fallback: bool,
+              lowercase: bool = False) -> "SeparateTokenizer":
+        """A BPE model of vocab_size pieces for each side, trained on that side's sentences only (lowercase: both
+        fold case, see train_spm)."""
         from aiayn.data.tokenizer import train_spm
 
-        models = [train_spm(sentences, vocab_size, byte_fallback, bos=False) for sentences in (source, target)]
+        models = [train_spm(sentences, vocab_size, byte_fallback, bos=False, lowercase=lowercase)
+                  for sentences in (source, target)]
         tables = [_own_table(model) for model in models]
         tok = cls(source_model=models[0], target_model=models[1], vocab=tables[0], target_vocab=tables[1])
         log.info("trained separate BPE vocabularies: %d source and %d target pieces", tok.src_vocab_size,
@@ -194,6 +197,11 @@ class SeparateTokenizer:
 
     def encode_target(self, sentences: list[str]) -> list[list[int]]:
         return [self._encode(self._target, s) for s in sentences]
+
+    @property
+    def folds_case(self) -> bool:
+        """Whether the target model lowercases (trained with data.lowercase), so the translations are lowercase."""
+        return "A" not in self._target.sp.normalize("A")
 
     def encode(self, sentences: list[str]) -> list[list[int]]:
         """The source side (what the interface's encode means for a translation input)."""

@@ -28,10 +28,12 @@ BYTE_PIECES = 256  # byte_fallback adds one piece per byte value, <0x00> .. <0xF
 BYTE_FALLBACK_MIN_VOCAB = 384
 
 
-def train_spm(sentences: list[str], vocab_size: int, byte_fallback: bool, bos: bool = True) -> bytes:
+def train_spm(sentences: list[str], vocab_size: int, byte_fallback: bool, bos: bool = True,
+              lowercase: bool = False) -> bytes:
     """A SentencePiece BPE model (its bytes) with pad 0, unk 1, then <s> 2 and </s> 3 (bos=False: </s> 2, no
     <s>). byte_fallback: a character the model never saw is cut into byte pieces (<0xC5> <0xBC> for "ż")
-    that decode back to it, instead of becoming <unk>; it costs 256 pieces of the vocabulary."""
+    that decode back to it, instead of becoming <unk>; it costs 256 pieces of the vocabulary. lowercase: the
+    model's normalization folds case (nmt_nfkc_cf instead of nmt_nfkc), so every encode with it lowercases."""
     model = io.BytesIO()
     special = dict(bos_id=2, eos_id=3) if bos else dict(bos_id=-1, eos_id=2)
     try:
@@ -39,7 +41,8 @@ def train_spm(sentences: list[str], vocab_size: int, byte_fallback: bool, bos: b
             sentence_iterator=iter(sentences), model_writer=model, model_type="bpe",
             vocab_size=vocab_size, character_coverage=1.0, pad_id=0, unk_id=1, **special,
             byte_fallback=byte_fallback, hard_vocab_limit=False, num_threads=2, minloglevel=2,
-            input_sentence_size=2_000_000, shuffle_input_sentence=True)
+            input_sentence_size=2_000_000, shuffle_input_sentence=True,
+            normalization_rule_name="nmt_nfkc_cf" if lowercase else "nmt_nfkc")
     except RuntimeError as err:  # e.g. fewer pieces asked for than the corpus has characters
         also = f" with data.byte_fallback=true (its {BYTE_PIECES} byte pieces count too)" if byte_fallback else ""
         raise AiaynError(f"data.vocab_size={vocab_size}: SentencePiece cannot train this vocabulary{also} "
@@ -60,9 +63,11 @@ class Tokenizer:
         self.src_vocab_size = self.tgt_vocab_size = self.vocab_size  # one joint vocabulary
 
     @classmethod
-    def train(cls, sentences: list[str], vocab_size: int, seed: int = 1, byte_fallback: bool = False) -> "Tokenizer":
-        """BPE over the given sentences (both languages of the training split). byte_fallback: see train_spm."""
-        tok = cls(train_spm(sentences, vocab_size, byte_fallback))
+    def train(cls, sentences: list[str], vocab_size: int, seed: int = 1, byte_fallback: bool = False,
+              lowercase: bool = False) -> "Tokenizer":
+        """BPE over the given sentences (both languages of the training split). byte_fallback, lowercase: see
+        train_spm."""
+        tok = cls(train_spm(sentences, vocab_size, byte_fallback, lowercase=lowercase))
         log.info("trained a joint BPE vocabulary of %d pieces", tok.vocab_size)
         return tok
 
@@ -87,6 +92,11 @@ class Tokenizer:
 
     def encode_target(self, sentences: list[str]) -> list[list[int]]:
         return self.encode(sentences)
+
+    @property
+    def folds_case(self) -> bool:
+        """Whether this model lowercases what it encodes (trained with data.lowercase), so writes lowercase."""
+        return "A" not in self.sp.normalize("A")
 
     def files(self) -> dict[str, bytes]:
         return {self.name: self.proto}

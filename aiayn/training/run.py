@@ -155,9 +155,9 @@ def _train_tokenizer(data, pairs: list) -> dict[str, bytes]:
     target_vocab.json, tokenizer_config.json)."""
     if data.joint_vocab:
         return Tokenizer.train([s for pair in pairs for s in pair], data.vocab_size,
-                               byte_fallback=data.byte_fallback).files()
+                               byte_fallback=data.byte_fallback, lowercase=data.lowercase).files()
     return SeparateTokenizer.train([p[0] for p in pairs], [p[1] for p in pairs], data.vocab_size,
-                                   data.byte_fallback).files()
+                                   data.byte_fallback, lowercase=data.lowercase).files()
 
 
 def _tokenizer(cfg, out: Path, train_pairs, dist: D.DistInfo, files: dict[str, bytes] | None = None):
