@@ -43,7 +43,7 @@ class DataConfig:
     byte_fallback: bool = True
     # SentencePiece folds case (its nmt_nfkc_cf rule) in training and at every later encode: the model reads
     # and writes lowercased text, as the lowercased Multi30k of the published results (score it with -lc; dev
-    # BLEU is then -lc too). Like vocab_size, it shapes a new tokenizer: --init-from keeps its model's
+    # BLEU is then -lc too). Like vocab_size, it shapes a new tokenizer only: --init-from keeps its model's.
     lowercase: bool = False
     joint_vocab: bool = True  # one BPE model and id table for both languages; false: one per side
     max_len: int = 128  # pairs longer than this (in subword tokens) are dropped from training and counted
