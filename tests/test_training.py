@@ -146,7 +146,7 @@ def test_noam_schedule_matches_formula():
 
 
 def _scheduled_lrs(schedule: str, steps: int, **settings) -> dict:
-    """update n (1-based) -> the lr the optimizer used for it, through the LambdaLR the trainer builds."""
+    """update n (1-based) -> the lr the optimizer used for it, through the schedule the trainer builds."""
     param = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([param], lr=1.0)
     scheduler = lr_scheduler(optimizer, schedule, **settings)
@@ -258,8 +258,10 @@ def test_second_ctrl_c_inside_an_update_keeps_the_checkpoint_consistent(tmp_path
     the counter and the RNG state must still be saved together (labelled step 11, holding 11 updates)."""
     from aiayn.cli import main
 
+    from aiayn.training.adam import Adam
+
     calls = {"n": 0}
-    original = torch.optim.Adam.step
+    original = Adam.step
 
     def step_then_two_signals(self, *args, **kwargs):
         out = original(self, *args, **kwargs)
@@ -270,9 +272,9 @@ def test_second_ctrl_c_inside_an_update_keeps_the_checkpoint_consistent(tmp_path
         return out
 
     argv = ["train", "--out", str(tmp_path / "d")] + [x for s in TINY + RESUME for x in ("--set", s)]
-    monkeypatch.setattr(torch.optim.Adam, "step", step_then_two_signals)
+    monkeypatch.setattr(Adam, "step", step_then_two_signals)
     assert main(argv) == 130
-    monkeypatch.setattr(torch.optim.Adam, "step", original)
+    monkeypatch.setattr(Adam, "step", original)
     assert "stopped at once" in capsys.readouterr().out
     latest = (tmp_path / "d" / "latest").read_text().strip()
     assert latest == "step_00000011"

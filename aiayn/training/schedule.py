@@ -3,14 +3,12 @@
 a fixed budget of steps: the lr reaches 0 when the run ends instead of staying at peak * sqrt(warmup / n)),
 each with a linear warmup.
 
-The optimizer's base lr is 1.0 and LambdaLR multiplies it by the rate of the update being made: update n
-(n = 1, 2, ...) gets rate(n). (Runs saved before the schedule choice existed resume unchanged: their
-scheduler state is the same LambdaLR over the same Noam rate.)"""
+Update n (n = 1, 2, ...) is made at rate(n), set as the optimizer's lr before it. Hand-written instead of
+torch's LambdaLR, which takes only a torch.optim optimizer (aiayn's Adam is not one: aiayn/training/adam.py);
+its state_dict keeps LambdaLR's keys, so checkpoints written with LambdaLR resume unchanged."""
 
 import math
 from collections.abc import Callable
-
-from torch.optim.lr_scheduler import LambdaLR
 
 from aiayn.config import SCHEDULES
 
@@ -43,9 +41,38 @@ def linear_rate(step: int, peak_lr: float, warmup_steps: int, max_steps: int) ->
     return peak_lr * max(max_steps - step, 0) / max(max_steps - warmup_steps, 1)
 
 
+class Schedule:
+    """Sets param_groups[0]["lr"] of an optimizer to rate(n) before update n. last_epoch counts the updates
+    made (LambdaLR's name for it)."""
+
+    def __init__(self, optimizer, rate: Callable[[int], float]):
+        self.optimizer, self.rate, self.last_epoch = optimizer, rate, 0
+        self.refresh()
+
+    def step(self) -> None:
+        """After an update: the next one's lr."""
+        self.last_epoch += 1
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Set the next update's lr again from the rate, after something it reads (the end of a linear decay)
+        moved."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.rate(self.last_epoch + 1)
+
+    def state_dict(self) -> dict:
+        lr = self.optimizer.param_groups[0]["lr"]
+        return {"last_epoch": self.last_epoch, "_step_count": self.last_epoch + 1, "base_lrs": [1.0],
+                "_last_lr": [lr], "lr_lambdas": [None]}  # LambdaLR's keys
+
+    def load_state_dict(self, saved: dict) -> None:
+        self.last_epoch = int(saved["last_epoch"])
+        self.refresh()
+
+
 def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, factor: float = 1.0,
-                 peak_lr: float = 0.0, end_step: Callable[[], int] | int = 0) -> LambdaLR:
-    """The optimizer's base lr must be 1.0. noam uses d_model, warmup_steps and factor; inverse_sqrt and
+                 peak_lr: float = 0.0, end_step: Callable[[], int] | int = 0) -> Schedule:
+    """noam uses d_model, warmup_steps and factor; inverse_sqrt and
     constant use peak_lr and warmup_steps; linear uses peak_lr, warmup_steps and end_step, the step where
     the lr reaches 0: a number (train.max_steps), or a function read at every update (a run that fits its
     end to a time budget moves it; see Trainer._fit_end_step)."""
@@ -64,12 +91,4 @@ def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, f
             return linear_rate(step, peak_lr, warmup_steps, end())
     else:
         raise ValueError(f"unknown schedule {schedule!r}; choose one of {SCHEDULES}")
-    return LambdaLR(optimizer, lambda step: rate(step + 1))  # LambdaLR counts from 0
-
-
-def refresh_lr(scheduler: LambdaLR) -> None:
-    """Set the next update's lr again from the schedule, after something it reads (the end of a linear
-    decay) moved: LambdaLR computes it only in step(), right after the previous update."""
-    for group, base, rate in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
-        group["lr"] = base * rate(scheduler.last_epoch)
-    scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]  # what get_last_lr() reads
+    return Schedule(optimizer, rate)
