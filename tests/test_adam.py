@@ -39,7 +39,7 @@ def _same(a, b):
 def test_updates_are_torch_fused_adams_bit_for_bit():
     ours, theirs = _model(), _model()
     lrs = [1e-3 * (n + 1) for n in range(7)]
-    _train(ours, Adam(ours.parameters(), lr=0.0, **HYPER), 7, lrs=lrs)
+    _train(ours, Adam(params=ours.parameters(), lr=0.0, **HYPER), 7, lrs=lrs)
     _train(theirs, torch.optim.Adam(theirs.parameters(), lr=0.0, fused=True, **HYPER), 7, lrs=lrs)
     _same(ours, theirs)
 
@@ -52,7 +52,7 @@ def test_state_dicts_move_both_ways():
     _train(reference, ref_opt, 3, seed=2)
     for first, second in ((torch.optim.Adam, Adam), (Adam, torch.optim.Adam)):
         model = _model()
-        make = {Adam: lambda m: Adam(m.parameters(), lr=1e-2, **HYPER),
+        make = {Adam: lambda m: Adam(params=m.parameters(), lr=1e-2, **HYPER),
                 torch.optim.Adam: lambda m: torch.optim.Adam(m.parameters(), lr=1e-2, fused=True, **HYPER)}
         opt = make[first](model)
         _train(model, opt, 3)
@@ -65,18 +65,18 @@ def test_state_dicts_move_both_ways():
 
 def test_the_saved_hyperparameters_win_as_in_torch():
     model = _model()
-    opt = Adam(model.parameters(), lr=1e-2, betas=(0.5, 0.5), eps=1.0)
-    opt.load_state_dict(Adam(model.parameters(), lr=3e-4, **HYPER).state_dict())
+    opt = Adam(params=model.parameters(), lr=1e-2, betas=(0.5, 0.5), eps=1.0)
+    opt.load_state_dict(Adam(params=model.parameters(), lr=3e-4, **HYPER).state_dict())
     assert opt.param_groups[0]["betas"] == (0.9, 0.98) and opt.param_groups[0]["eps"] == 1e-9
 
 
 def test_a_state_of_another_model_is_refused_and_nothing_changes():
     model = _model()
-    opt = Adam(model.parameters(), lr=1e-2, **HYPER)
+    opt = Adam(params=model.parameters(), lr=1e-2, **HYPER)
     _train(model, opt, 1)
     before = {k: v.clone() for k, v in opt.state[model[1].weight].items()}
     other = torch.nn.Linear(16, 32)
-    other_opt = Adam(other.parameters(), lr=1e-2, **HYPER)
+    other_opt = Adam(params=other.parameters(), lr=1e-2, **HYPER)
     _train(torch.nn.Sequential(torch.nn.Embedding(50, 16), other), other_opt, 1)
     with pytest.raises(AiaynError, match="saved for 2 parameters in 1 group.*this model has 5"):
         opt.load_state_dict(other_opt.state_dict())
@@ -91,7 +91,7 @@ def test_a_state_of_another_model_is_refused_and_nothing_changes():
 
 def test_gradients_are_zeroed_in_place():
     model = _model()
-    opt = Adam(model.parameters(), lr=1e-2, **HYPER)
+    opt = Adam(params=model.parameters(), lr=1e-2, **HYPER)
     model(torch.tensor([[1, 2]])).sum().backward()
     grads = [p.grad for p in model.parameters()]
     opt.step()
@@ -102,7 +102,7 @@ def test_gradients_are_zeroed_in_place():
 def test_the_schedule_resumes_from_a_lambdalr_state():
     """Checkpoints written before aiayn's schedule held LambdaLR's state_dict: its last_epoch is what counts."""
     model = _model()
-    opt = Adam(model.parameters(), lr=0.0, **HYPER)
+    opt = Adam(params=model.parameters(), lr=0.0, **HYPER)
     old = torch.optim.lr_scheduler.LambdaLR(torch.optim.SGD(model.parameters(), lr=1.0), lambda s: (s + 1) / 10)
     for _ in range(4):
         old.optimizer.step()

@@ -19,7 +19,7 @@ from aiayn.errors import AiaynError
 
 
 class Adam:
-    def __init__(self, params: Iterable[torch.nn.Parameter], *, lr: float, betas: tuple[float, float],
+    def __init__(self, *, params: Iterable[torch.nn.Parameter], lr: float, betas: tuple[float, float],
                  eps: float, weight_decay: float = 0.0):
         # one group, as torch's: the scheduler and the logs read param_groups[0]["lr"]
         self.param_groups = [{"params": list(params), "lr": lr, "betas": tuple(betas), "eps": eps,

@@ -42,10 +42,10 @@ def linear_rate(step: int, peak_lr: float, warmup_steps: int, max_steps: int) ->
 
 
 class Schedule:
-    """Sets param_groups[0]["lr"] of an optimizer to rate(n) before update n. last_epoch counts the updates
+    """Sets the lr of the optimizer's param groups to rate(n) before update n. last_epoch counts the updates
     made (LambdaLR's name for it)."""
 
-    def __init__(self, optimizer, rate: Callable[[int], float]):
+    def __init__(self, *, optimizer, rate: Callable[[int], float]):
         self.optimizer, self.rate, self.last_epoch = optimizer, rate, 0
         self.refresh()
 
@@ -72,10 +72,10 @@ class Schedule:
 
 def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, factor: float = 1.0,
                  peak_lr: float = 0.0, end_step: Callable[[], int] | int = 0) -> Schedule:
-    """noam uses d_model, warmup_steps and factor; inverse_sqrt and
-    constant use peak_lr and warmup_steps; linear uses peak_lr, warmup_steps and end_step, the step where
-    the lr reaches 0: a number (train.max_steps), or a function read at every update (a run that fits its
-    end to a time budget moves it; see Trainer._fit_end_step)."""
+    """noam uses d_model, warmup_steps and factor; inverse_sqrt and constant use peak_lr and warmup_steps;
+    linear uses peak_lr, warmup_steps and end_step, the step where the lr reaches 0: a number
+    (train.max_steps), or a function read at every update (a run that fits its end to a time budget moves
+    it; see Trainer._fit_end_step)."""
     end = end_step if callable(end_step) else (lambda: end_step)
     if schedule == "noam":
         def rate(step):
@@ -91,4 +91,4 @@ def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, f
             return linear_rate(step, peak_lr, warmup_steps, end())
     else:
         raise ValueError(f"unknown schedule {schedule!r}; choose one of {SCHEDULES}")
-    return Schedule(optimizer, rate)
+    return Schedule(optimizer=optimizer, rate=rate)

@@ -68,7 +68,7 @@ class Trainer:
         self.bleu_fn = bleu_fn
         # fused Adam: one kernel for all parameters (about 3x faster than the per-tensor loop on this CPU);
         # aiayn's, not torch.optim's, which would import torch._dynamo (~70 MB): aiayn/training/adam.py
-        self.optimizer = Adam(self.model.parameters(), lr=0.0, betas=tuple(self.tc.adam_betas),
+        self.optimizer = Adam(params=self.model.parameters(), lr=0.0, betas=tuple(self.tc.adam_betas),
                               eps=self.tc.adam_eps)  # §5.3; the schedule sets lr
         self.progress = Progress()  # before the scheduler, which reads progress.end_step (see _end_step)
         self.scheduler = lr_scheduler(self.optimizer, self.tc.schedule, d_model=cfg.model.d_model,
