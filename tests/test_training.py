@@ -257,7 +257,6 @@ def test_second_ctrl_c_inside_an_update_keeps_the_checkpoint_consistent(tmp_path
     """Two SIGINTs right after the 11th optimizer update, before the step counter moves: the update,
     the counter and the RNG state must still be saved together (labelled step 11, holding 11 updates)."""
     from aiayn.cli import main
-
     from aiayn.training.adam import Adam
 
     calls = {"n": 0}

@@ -32,8 +32,8 @@ from aiayn.data.tokenizer import TOKENIZER_FILES
 from aiayn.device import bf16_is_fast, release_free_heap
 from aiayn.errors import OutputError
 from aiayn.model.dropout import mask_generator
-from aiayn.training.adam import Adam
 from aiayn.training import distributed as D
+from aiayn.training.adam import Adam
 from aiayn.training.loss import TrainingObjective
 from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, micro_batch_seed, split_batch
 from aiayn.training.progress_bar import TrainingBar
