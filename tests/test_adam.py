@@ -109,8 +109,9 @@ def test_the_schedule_resumes_from_a_lambdalr_state():
         old.step()
     schedule = lr_scheduler(opt, "constant", d_model=16, warmup_steps=10, peak_lr=1.0)
     schedule.load_state_dict(old.state_dict())
-    assert schedule.last_epoch == 4 and opt.param_groups[0]["lr"] == pytest.approx(0.5)
-    assert schedule.state_dict()["last_epoch"] == 4
+    assert schedule.last_epoch == 4 and schedule.state_dict()["last_epoch"] == 4
+    schedule.step()  # after update 5: update 6's rate, 6 / 10
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.6)
 
 
 def test_training_never_imports_dynamo(tmp_path):

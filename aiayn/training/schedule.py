@@ -66,8 +66,9 @@ class Schedule:
                 "_last_lr": [lr], "lr_lambdas": [None]}  # LambdaLR's keys
 
     def load_state_dict(self, saved: dict) -> None:
+        """The count only: the lr of the next update is the one the optimizer's own state saved (as LambdaLR),
+        since the rate may read things (the end of a fitted decay) that are restored after this."""
         self.last_epoch = int(saved["last_epoch"])
-        self.refresh()
 
 
 def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, factor: float = 1.0,
