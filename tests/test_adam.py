@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from aiayn.errors import AiaynError
+from aiayn.checkpoint import CheckpointError
 from aiayn.training.adam import Adam
 from aiayn.training.schedule import lr_scheduler
 
@@ -78,13 +78,20 @@ def test_a_state_of_another_model_is_refused_and_nothing_changes():
     other = torch.nn.Linear(16, 32)
     other_opt = Adam(params=other.parameters(), lr=1e-2, **HYPER)
     _train(torch.nn.Sequential(torch.nn.Embedding(50, 16), other), other_opt, 1)
-    with pytest.raises(AiaynError, match="saved for 2 parameters in 1 group.*this model has 5"):
+    with pytest.raises(CheckpointError, match="saved for 2 parameters in 1 group.*this model has 5"):
         opt.load_state_dict(other_opt.state_dict())
     wrong = opt.state_dict()
     wrong["state"] = dict(wrong["state"])
     wrong["state"][1] = {**wrong["state"][1], "exp_avg": torch.zeros(3, 3)}
-    with pytest.raises(AiaynError, match=r"parameter 1 has shape \(32, 16\), its saved moments \(3, 3\)"):
+    with pytest.raises(CheckpointError, match=r"parameter 1 has shape \(32, 16\), its saved moments \(3, 3\)"):
         opt.load_state_dict(wrong)
+    with pytest.raises(CheckpointError, match="damaged"):
+        opt.load_state_dict({**opt.state_dict(), "state": {0: {"exp_avg": "garbage"}}})
+    lr = opt.param_groups[0]["lr"]
+    with pytest.raises(CheckpointError, match="damaged"):  # a group without eps: nothing changed, lr included
+        group = {k: v for k, v in opt.state_dict()["param_groups"][0].items() if k != "eps"}
+        opt.load_state_dict({"state": {}, "param_groups": [{**group, "lr": 9.0}]})
+    assert opt.param_groups[0]["lr"] == lr
     for key, value in opt.state[model[1].weight].items():
         assert torch.equal(value, before[key])
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import torch
 
-from aiayn.errors import AiaynError
+from aiayn.checkpoint import CheckpointError
 
 
 class Adam:
@@ -71,23 +71,30 @@ class Adam:
 
     def load_state_dict(self, saved: dict) -> None:
         """A state_dict of this class or of torch.optim.Adam over the same parameters. As torch's, the saved
-        hyperparameters win. Everything is checked before anything changes."""
+        hyperparameters win. Everything is checked before anything changes; a state that does not fit is a
+        CheckpointError (the trainer then tries the checkpoint before)."""
         groups = saved.get("param_groups") if isinstance(saved, dict) else None
         if not groups or len(groups) != 1 or len(groups[0].get("params", ())) != len(self.params):
-            raise AiaynError(f"optimizer state: saved for {sum(len(g.get('params', ())) for g in groups or [])} "
-                             f"parameters in {len(groups or [])} group(s), this model has {len(self.params)} in 1")
+            raise CheckpointError(f"optimizer state: saved for {sum(len(g.get('params', ())) for g in groups or [])} "
+                                  f"parameters in {len(groups or [])} group(s), this model has {len(self.params)} in 1")
         if groups[0].get("amsgrad") or groups[0].get("maximize"):
-            raise AiaynError("optimizer state: saved with amsgrad or maximize, which aiayn's Adam does not do")
-        state = {}
-        for i, entry in saved.get("state", {}).items():
-            param = self.params[int(i)]
-            if entry["exp_avg"].shape != param.shape or entry["exp_avg_sq"].shape != param.shape:
-                raise AiaynError(f"optimizer state: parameter {i} has shape {tuple(param.shape)}, its saved "
-                                 f"moments {tuple(entry['exp_avg'].shape)}")
-            state[param] = {"step": torch.as_tensor(entry["step"], dtype=torch.float32).to(param.device),
-                            "exp_avg": entry["exp_avg"].to(param.device, param.dtype),
-                            "exp_avg_sq": entry["exp_avg_sq"].to(param.device, param.dtype)}
-        group = self.param_groups[0]
-        for key in ("lr", "betas", "eps", "weight_decay"):
-            group[key] = tuple(groups[0][key]) if key == "betas" else groups[0][key]
+            raise CheckpointError("optimizer state: saved with amsgrad or maximize, which aiayn's Adam does not do")
+        try:
+            hyper = {"lr": groups[0]["lr"], "betas": tuple(groups[0]["betas"]), "eps": groups[0]["eps"],
+                     "weight_decay": groups[0]["weight_decay"]}
+            state = {self.params[int(i)]: self._moments(self.params[int(i)], i, entry)
+                     for i, entry in saved.get("state", {}).items()}
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+            raise CheckpointError(f"optimizer state: damaged ({type(err).__name__}: {err})") from None
+        self.param_groups[0].update(hyper)
         self.state = state
+
+    @staticmethod
+    def _moments(param: torch.Tensor, index, entry: dict) -> dict[str, torch.Tensor]:
+        """One parameter's saved step and moments, checked against it and moved to its device and dtype."""
+        if entry["exp_avg"].shape != param.shape or entry["exp_avg_sq"].shape != param.shape:
+            raise CheckpointError(f"optimizer state: parameter {index} has shape {tuple(param.shape)}, its saved "
+                                  f"moments {tuple(entry['exp_avg'].shape)}")
+        return {"step": torch.as_tensor(entry["step"], dtype=torch.float32).to(param.device),
+                "exp_avg": entry["exp_avg"].to(param.device, param.dtype),
+                "exp_avg_sq": entry["exp_avg_sq"].to(param.device, param.dtype)}
