@@ -87,3 +87,44 @@ def test_gradcheck_scores(make):
     q = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
     k = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda q, k: score(q, k), (q, k))
+
+
+def _autograd_energy(score, q, k):
+    """The plain formula, as autograd would differentiate it (keeping the (B, S, A) tanh)."""
+    if isinstance(score, AdditiveScore):
+        return score.v_a(torch.tanh(score.W_1(q).unsqueeze(1) + score.prepare_keys(k))).squeeze(-1)
+    query_part = torch.nn.functional.linear(q, score.W_a.weight[:, : score.query_dim])
+    return score.v_a(torch.tanh(query_part.unsqueeze(1) + score.prepare_keys(k))).squeeze(-1)
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+@pytest.mark.parametrize("make", [lambda: ConcatScore(query_dim=16, key_dim=16, attention_dim=32),
+                                  lambda: AdditiveScore(query_dim=16, key_dim=16, attention_dim=32)])
+def test_tanh_energy_is_bitwise_autograds(make, autocast):
+    """The recomputing backward gives autograd's own scores and gradients bit for bit, in fp32 and bf16."""
+    torch.manual_seed(0)
+    score, q, k = make(), torch.randn(5, 16), torch.randn(5, 7, 16)
+    results = []
+    for energy in (_autograd_energy, lambda score, q, k: score(q, k)):
+        score.zero_grad()
+        q_, k_ = q.clone().requires_grad_(), k.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            e = energy(score, q_, k_)
+        (e.float() * torch.arange(35.0).view(5, 7)).sum().backward()
+        results.append([e.detach(), q_.grad, k_.grad] + [p.grad.clone() for p in score.parameters()])
+    assert results[0][0].dtype == (torch.bfloat16 if autocast else torch.float32)
+    for ours, autograds in zip(results[1], results[0]):
+        assert torch.equal(ours, autograds)
+
+
+def test_tanh_energy_keeps_no_per_step_tanh():
+    """What a step keeps for backward: no (B, S, A) tensor but the prepared keys themselves (issue 12: the
+    Bahdanau config's training peak)."""
+    score = AdditiveScore(query_dim=16, key_dim=16, attention_dim=32)
+    keys = torch.randn(5, 7, 16, requires_grad=True)
+    prepared = score.prepare_keys(keys)
+    kept = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: kept.append(t) or t, lambda t: t):
+        score.score(torch.randn(5, 16, requires_grad=True), prepared)
+    big = [t for t in kept if t.shape == (5, 7, 32)]
+    assert big and all(t.data_ptr() == prepared.data_ptr() for t in big), [t.shape for t in kept]
