@@ -66,8 +66,8 @@ class _TanhEnergy(torch.autograd.Function):
     """e_i = v^T tanh(q + k_i), the energy of the concat and additive scores: q (B, A), k (B, S, A), v (1, A) ->
     (B, S). Autograd would keep the (B, S, A) tanh for the backward pass; this keeps only q, k and v (k is the
     same prepared keys at every step) and computes the tanh again there. Teacher forcing keeps one per target
-    step: T x B x S x A in all, ~150 MB in bf16 for a 3000-token batch of 100-token sentences at A = 256, the
-    largest part of Bahdanau training's peak memory. The backward makes autograd's own calls on the tanh."""
+    step: T x B x S x A in all, ~150 MB in bf16 for a 3000-token batch of 100-token sentences at A = 256, one of
+    the two largest parts of Bahdanau training's peak memory. The backward makes autograd's own calls on the tanh."""
 
     @staticmethod
     def forward(ctx, q, k, v):
