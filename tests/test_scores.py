@@ -92,14 +92,18 @@ def test_gradcheck_scores(make):
 def _autograd_energy(score, q, k):
     """The plain formula, as autograd would differentiate it (keeping the (B, S, A) tanh)."""
     if isinstance(score, AdditiveScore):
-        return score.v_a(torch.tanh(score.W_1(q).unsqueeze(1) + score.prepare_keys(k))).squeeze(-1)
-    query_part = torch.nn.functional.linear(q, score.W_a.weight[:, : score.query_dim])
+        query_part = score.W_1(q)
+    else:  # concat: W_s s, the query's columns of W_a
+        query_part = torch.nn.functional.linear(q, score.W_a.weight[:, : score.query_dim])
     return score.v_a(torch.tanh(query_part.unsqueeze(1) + score.prepare_keys(k))).squeeze(-1)
 
 
+TANH_SCORES = [lambda: ConcatScore(query_dim=16, key_dim=16, attention_dim=32),
+               lambda: AdditiveScore(query_dim=16, key_dim=16, attention_dim=32)]
+
+
 @pytest.mark.parametrize("autocast", [False, True])
-@pytest.mark.parametrize("make", [lambda: ConcatScore(query_dim=16, key_dim=16, attention_dim=32),
-                                  lambda: AdditiveScore(query_dim=16, key_dim=16, attention_dim=32)])
+@pytest.mark.parametrize("make", TANH_SCORES)
 def test_tanh_energy_is_bitwise_autograds(make, autocast):
     """The recomputing backward gives autograd's own scores and gradients bit for bit, in fp32 and bf16."""
     torch.manual_seed(0)
@@ -117,10 +121,11 @@ def test_tanh_energy_is_bitwise_autograds(make, autocast):
         assert torch.equal(ours, autograds)
 
 
-def test_tanh_energy_keeps_no_per_step_tanh():
+@pytest.mark.parametrize("make", TANH_SCORES)
+def test_tanh_energy_keeps_no_per_step_tanh(make):
     """What a step keeps for backward: no (B, S, A) tensor but the prepared keys themselves (issue 12: the
     Bahdanau config's training peak)."""
-    score = AdditiveScore(query_dim=16, key_dim=16, attention_dim=32)
+    score = make()
     keys = torch.randn(5, 7, 16, requires_grad=True)
     prepared = score.prepare_keys(keys)
     kept = []
