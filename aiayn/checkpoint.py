@@ -1,6 +1,6 @@
 """Checkpoint directories: saving, loading (with consistency checks), averaging, finding the model in a
-run directory, and the one atomic-write helper of the package. Training, decoding, export and
-inspection all import this module; it imports nothing from them.
+run directory. Training, decoding, export and inspection all import this module; it imports nothing
+from them. Files are written through aiayn.io.
 
 A checkpoint is a directory, written under a unique temporary name and renamed into place:
 
@@ -19,20 +19,18 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import re
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file, save_model
 
+from aiayn import io
 from aiayn.config import ExperimentConfig, config_from_dict, config_yaml, parse_yaml
 from aiayn.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_dir
-from aiayn.errors import AiaynError, OutputError
+from aiayn.errors import AiaynError
+from aiayn.io import atomic_dir
 from aiayn.model import build_model
 
 log = logging.getLogger(__name__)
@@ -44,142 +42,11 @@ class CheckpointError(AiaynError):
     pass
 
 
-# ---- atomic writes --------------------------------------------------------------------------------
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yields a new temporary file in `path`'s directory for the caller to write; then fsync and rename
-    it over `path`. The temporary name is unique and created exclusively (mkstemp: O_CREAT | O_EXCL),
-    so a symlink planted in the directory is never followed; on any failure it is removed and `path`
-    is left as it was. A device or FIFO (/dev/null, /dev/stdout) is written directly, and a symlink is
-    followed to the file it names, so neither is ever replaced by a regular file."""
-    path = Path(path)
-    if path.exists() and not path.is_file() and not path.is_dir():  # a device or FIFO: no rename possible
-        yield path
-        return
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
-    if path.is_dir():
-        raise OutputError(f"{path} is a directory; give a file name")
-    if not path.parent.is_dir():
-        raise OutputError(f"{path}: the directory {path.parent} does not exist; create it first")
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except PermissionError:
-        raise OutputError(f"{path}: no permission to create files in {path.parent}") from None
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        yield tmp
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the user's usual mode
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-    return Path(path)
-
-
-def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
-    return Path(path)
-
-
-def _fsync_tree(root: Path) -> None:
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            with open(path, "rb") as f:
-                os.fsync(f.fileno())
-    _fsync_dir(root)
-
-
-@contextlib.contextmanager
-def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yields a new empty temporary directory beside `path`; when the caller is done it is fsynced and
-    renamed to `path`. An existing `path` is replaced only after the new one is complete (the callers
-    decide whether it may be replaced: see check_output_dir). On failure the temporary one is removed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700: others could not load the model
-    try:
-        yield tmp
-        _fsync_tree(tmp)
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old)  # rename(2) may replace an empty directory
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _fsync_dir(path.parent)
-
-
 # ---- where outputs may go ---------------------------------------------------------------------------
-def _output_kind(path: Path) -> str | None:
-    """"average" or "export" for a directory that aiayn made as that kind of output, else None."""
-    for marker in ("info.json", EXPORT_MARKER):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            info = json.loads((path / marker).read_text(encoding="utf-8"))
-            if info.get("output") or "averaged" in info:  # "averaged" alone: averages of earlier versions
-                return info.get("output", "average")
-    return None
-
-
-def _overlaps(a: Path, b: Path) -> bool:
-    a, b = a.resolve(), b.resolve()
-    return a == b or a in b.parents or b in a.parents
-
-
 def check_output_dir(out: str | Path, kind: str, force: bool = False, inputs=()) -> Path:
-    """Refuse an output directory whose replacement would lose something: an input (or a directory
-    holding one, or inside one), a non-empty directory aiayn did not make as a `kind` output, or an
-    earlier `kind` output without `force`."""
-    out = Path(out)
-    for source in inputs:
-        if _overlaps(out, Path(source)):
-            raise OutputError(f"--out {out} is, contains or lies inside the input {source}; an input is "
-                              f"never overwritten: choose a new directory")
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise OutputError(f"--out {out} exists and is not a directory; choose a new directory")
-    if not out.exists() or not any(out.iterdir()):
-        return out
-    found = _output_kind(out)
-    if found != kind:
-        what = f"an aiayn {found} output" if found else "files aiayn did not write"
-        raise OutputError(f"--out {out} is not empty: it holds {what}; nothing was written. Choose a new or "
-                          f"empty directory (aiayn replaces only its own earlier {kind} output, with --force)")
-    if not force:
-        raise OutputError(f"--out {out} holds an earlier aiayn {kind}; pass --force to replace it")
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in _written_files(out))
-    if foreign:
-        raise OutputError(f"--out {out} holds files aiayn did not write there ({', '.join(foreign[:5])}); "
-                          f"--force replaces only an untouched earlier {kind}: move them first")
-    return out
+    """aiayn.io.check_output_dir for a model directory: aiayn's info.json or export marker tells its kind."""
+    return io.check_output_dir(out, kind, force=force, inputs=inputs, markers=("info.json", EXPORT_MARKER),
+                               written=_written_files)
 
 
 def _written_files(out: Path) -> set[str]:

@@ -1,7 +1,6 @@
 """CLI subcommands that use trained models: translate, evaluate, average, attention, serve (wiring only)."""
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -145,29 +144,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--compile", action="store_true", help=COMPILE_HELP)
 
 
-def check_output_file(path: str, inputs=(), model_dirs=()) -> None:
-    """An output file is never an input, nor inside a model directory in use (its weights, config or
-    tokenizer would be replaced)."""
-    from aiayn.errors import OutputError
-
-    if path.endswith(("/", os.sep)):  # Path() would drop the slash and write a file of that name
-        raise OutputError(f"{path} names a directory; give a file name, e.g. {path.rstrip('/' + os.sep)}/out.txt")
-    target = Path(path).resolve()
-    for source in inputs:
-        if source and Path(source).exists() and target == Path(source).resolve():
-            raise OutputError(f"{path} is also an input; write the output to another file")
-    for model_dir in model_dirs:
-        if model_dir and Path(model_dir).resolve() in target.parents:
-            raise OutputError(f"{path} lies inside the model directory {model_dir}; write outputs elsewhere")
-
-
-def write_atomic(path: str, text: str, inputs=(), model_dirs=()) -> None:
-    from aiayn.checkpoint import write_text_atomic
-
-    check_output_file(path, inputs, model_dirs)
-    write_text_atomic(Path(path), text)
-
-
 def _render(result, n_best: int, alignment: str | None = None) -> str:
     if alignment is not None:
         return f"{result.text} ||| {alignment}"
@@ -238,6 +214,7 @@ def cmd_translate(args) -> int:
     from aiayn.decoding.translator import check_controls
     from aiayn.errors import AiaynError
     from aiayn.inspect.capture import word_alignment
+    from aiayn.io import write_output_file
 
     sampling = _sampling_options(args)  # option clashes first: before a model is loaded (or exported)
     if args.alignment and args.n_best != 1:
@@ -284,7 +261,7 @@ def cmd_translate(args) -> int:
         _warn_truncated(results, args.input or "<stdin>")
         text = "".join(render(r) + "\n" for r in results)
         if args.output:
-            write_atomic(args.output, text, inputs=[args.input, args.target_prefix],
+            write_output_file(args.output, text, inputs=[args.input, args.target_prefix],
                          model_dirs=[args.model, translator.model_dir])
         else:
             sys.stdout.write(text)
@@ -325,6 +302,7 @@ def cmd_evaluate(args) -> int:
     import time
 
     from aiayn.evaluation import as_dicts, check_bootstrap, compare_systems, evaluate_corpus
+    from aiayn.io import write_output_file
 
     check_bootstrap(args.bootstrap)  # before minutes of translation
     sources, refs = _test_set(args)
@@ -337,7 +315,7 @@ def cmd_evaluate(args) -> int:
     seconds = time.perf_counter() - start
     translator.close()  # its worker processes, if any: the comparison model may start its own
     if args.hyp_out:
-        write_atomic(args.hyp_out, "".join(h + "\n" for h in hyps), inputs=[args.src, args.ref],
+        write_output_file(args.hyp_out, "".join(h + "\n" for h in hyps), inputs=[args.src, args.ref],
                      model_dirs=[args.model, args.compare, translator.model_dir])
     scores = evaluate_corpus(hyps, refs, args.bootstrap)
     report = {"model": str(translator.model_dir), "sentences": len(sources), "seconds": round(seconds, 1),
@@ -387,6 +365,8 @@ def cmd_attention(args) -> int:
 
     translator = Translator.from_pretrained(args.model)
     _check_decode_args(translator, args, n_best=1, batch_size=1)
+    from aiayn.io import check_output_file
+
     check_output_file(args.out, model_dirs=[args.model, translator.model_dir])
     maps = capture(translator, args.sentence, args.target, beam=args.beam, merge_words=args.merge_words)
     if maps.truncated:

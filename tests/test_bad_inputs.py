@@ -139,7 +139,7 @@ def test_translate_output_path_errors(workspace, capsys, output, needle):
 
 
 def test_failed_atomic_write_leaves_target_and_no_temporary_file(tmp_path):
-    from aiayn.checkpoint import atomic_path
+    from aiayn.io import atomic_path
 
     target = tmp_path / "out.txt"
     target.write_text("old")
@@ -153,7 +153,7 @@ def test_failed_atomic_write_leaves_target_and_no_temporary_file(tmp_path):
 def test_killed_tokenizer_write_leaves_no_partial_file(tmp_path, monkeypatch):
     """tokenizer.model used to be written in place: a kill then left a 0-byte file and the run could
     never resume. The kill is simulated at the rename of the finished temporary file."""
-    import aiayn.checkpoint as checkpoint
+    import aiayn.io as checkpoint
     from aiayn.config import load_config
     from aiayn.training.run import prepare_run
 

@@ -133,7 +133,7 @@ def encoded_corpus(pairs_factory, tokenizer, max_len: int | None, fingerprint: s
                          f"{max_len}".encode()).hexdigest()[:20]
     path = Path(cache) / key
     if is_main and not intact(path):
-        from aiayn.checkpoint import atomic_dir
+        from aiayn.io import atomic_dir
 
         if path.exists() or path.is_symlink():  # aiayn's own cache: rebuilt, never trusted when damaged
             log.warning("%s: the encoded corpus is damaged or incomplete; encoding it again", path)

@@ -53,7 +53,7 @@ def download(name: str, cache_dir: Path, base_url: str = BASE_URL) -> Path:
     target = cache_dir / name
     if target.exists() and (name not in SHA256 or sha256_of(target) == SHA256[name]):
         return target
-    from aiayn.checkpoint import atomic_path  # here: checkpoint -> config -> this module
+    from aiayn.io import atomic_path
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     url = f"{base_url}/{name}"

@@ -73,7 +73,7 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: str | Path) -> "Tokenizer":
-        """From a tokenizer.model file (write one with aiayn.checkpoint.write_bytes_atomic(path, tok.proto))."""
+        """From a tokenizer.model file (write one with aiayn.io.write_bytes_atomic(path, tok.proto))."""
         data = Path(path).read_bytes()
         if not data:  # sentencepiece would load it as a model of 0 pieces (and log an internal error)
             raise AiaynError(f"{path}: empty file (0 bytes); it was not written completely: copy it again from "

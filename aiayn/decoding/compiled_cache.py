@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from aiayn.checkpoint import atomic_dir
+from aiayn.io import atomic_dir
 
 log = logging.getLogger(__name__)
 CACHE_FORMAT = 1  # bump when the layout of a cache directory changes

@@ -118,16 +118,18 @@ def ensure_cache(model_dir: str | Path, load_model, use_ema: bool = False) -> Pa
 
 
 def _write_marker(cache: Path, marker: dict) -> None:
-    from aiayn.checkpoint import EXPORT_MARKER, write_text_atomic
+    from aiayn.checkpoint import EXPORT_MARKER
+    from aiayn.io import write_text_atomic
 
     with contextlib.suppress(OSError):  # a read-only model directory: the hashes are taken again next time
         write_text_atomic(cache / EXPORT_MARKER, json.dumps(marker) + "\n")
 
 
 def _export(cache: Path, load_model, sources: dict, ctranslate2) -> None:
-    from aiayn.checkpoint import EXPORT_MARKER, atomic_dir, check_output_dir
+    from aiayn.checkpoint import EXPORT_MARKER, check_output_dir
     from aiayn.errors import OutputError
     from aiayn.export import write_ctranslate2
+    from aiayn.io import atomic_dir
 
     for path in (cache.parent, cache):
         if path.is_symlink() or (path.exists() and not path.is_dir()):  # a user's link or file: never written through

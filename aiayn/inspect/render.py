@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aiayn.checkpoint import atomic_path
 from aiayn.inspect.capture import AttentionMaps, InspectError, check_index, hard_alignment
+from aiayn.io import atomic_path
 
 SCHEMA_VERSION = 2  # 2: maps hold the selected kinds, layers and heads; `selection` says which
 KINDS = ("encoder_self", "decoder_self", "cross")

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from aiayn.checkpoint import load_checkpoint, resolve_model_dir, write_bytes_atomic, write_text_atomic
+from aiayn.checkpoint import load_checkpoint, resolve_model_dir
 from aiayn.config import ExperimentConfig, config_yaml, inherit_model, parse_yaml, to_dict
 from aiayn.data.datasets import iter_pairs, load_pairs, to_examples
 from aiayn.data.encoded import EncodedCorpus, encoded_corpus
@@ -25,6 +25,7 @@ from aiayn.data.separate_tokenizer import SeparateTokenizer
 from aiayn.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_dir
 from aiayn.device import resolve_device
 from aiayn.errors import AiaynError
+from aiayn.io import write_bytes_atomic, write_text_atomic
 from aiayn.model import build_model, count_parameters
 from aiayn.training import distributed as D
 from aiayn.training.micro_batches import check_micro_batch_workers

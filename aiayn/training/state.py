@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from aiayn.checkpoint import write_text_atomic
+from aiayn.io import write_text_atomic
 
 
 @dataclass

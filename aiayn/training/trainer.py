@@ -25,12 +25,12 @@ from aiayn.checkpoint import (
     read_weights,
     save_checkpoint,
     step_checkpoints,
-    write_text_atomic,
 )
 from aiayn.data.batching import collate, make_batches
 from aiayn.data.tokenizer import TOKENIZER_FILES
 from aiayn.device import bf16_is_fast, release_free_heap
 from aiayn.errors import OutputError
+from aiayn.io import write_text_atomic
 from aiayn.model.dropout import mask_generator
 from aiayn.training import distributed as D
 from aiayn.training.adam import Adam
