@@ -3,6 +3,7 @@ beam search, also where a search switches from the eager step to it, with its ca
 leaving; the decoders of two models kept apart; the refusals. Compiling takes a few seconds a graph."""
 
 import copy
+import json
 import os
 
 import pytest
@@ -218,7 +219,7 @@ def test_a_compiled_decoder_is_kept_and_loaded_again(model, monkeypatch, one_thr
     CompiledDecoder(model).warm_up()
     key = compiled_cache.fingerprint(model)
     files = sorted(p.name for p in (compiled_cache.cache_root() / key).iterdir())
-    assert files == ["encode.pt2", "step_large.pt2", "step_small.pt2"]
+    assert files == [compiled_cache.MARKER, "encode.pt2", "step_large.pt2", "step_small.pt2"]
     monkeypatch.setattr(compiled_module, "_package", lambda *a: pytest.fail("compiled again"))
     with torch.inference_mode():
         _compiled_equals_eager(model)  # loaded from the cache
@@ -254,7 +255,7 @@ def test_a_damaged_cache_is_built_again(monkeypatch, tmp_path, caplog):
     assert compiled_cache.cached("k", ["a", "b"], _fake_build, _fake_load) == ["a", "b"]
     (compiled_cache.cache_root() / "k" / "b").write_text("garbage")
     assert compiled_cache.cached("k", ["a", "b"], _fake_build, _fake_load) == ["a", "b"]
-    assert "could not be loaded" in caplog.text
+    assert "compiled decoder in" in caplog.text and "is damaged (b has 7 bytes, 4 when it was written)" in caplog.text
     assert (compiled_cache.cache_root() / "k" / "b").read_text() == "good"
     assert [p.name for p in compiled_cache.cache_root().iterdir()] == ["k"]  # no temporary left beside
 
@@ -279,6 +280,66 @@ def test_the_least_recently_used_entries_are_removed(monkeypatch, tmp_path):
     monkeypatch.setattr(compiled_cache, "MAX_BYTES", 4)  # the new entry alone is too large: kept all the same
     compiled_cache.cached("k6", ["a", "b"], _fake_build, _fake_load)
     assert sorted(p.name for p in compiled_cache.cache_root().iterdir()) == ["k6"]
+
+
+def _user_folder(path, mtime):
+    path.mkdir(parents=True)
+    (path / "notes.txt").write_text("mine")
+    os.utime(path, (mtime, mtime))
+
+
+def test_eviction_and_clear_never_touch_folders_aiayn_did_not_write(monkeypatch, tmp_path):
+    """Folders of the user's own under the cache root, and unmarked entries (of an aiayn from before the
+    marker) are neither counted nor removed, however old; only aiayn's own least recently used entry goes."""
+    monkeypatch.setenv("AIAYN_CACHE", str(tmp_path))
+    monkeypatch.setattr(compiled_cache, "MAX_ENTRIES", 2)
+    root = compiled_cache.cache_root()
+    _user_folder(root / "photos", 100)
+    _user_folder(root / "thesis", 200)
+    legacy = root / ("0" * 32)  # the layout of an old entry, without the marker
+    _user_folder(legacy, 300)
+    (legacy / "encode.pt2").write_text("old")
+    for i, key in enumerate(["k1", "k2", "k3"]):
+        compiled_cache.cached(key, ["a", "b"], _fake_build, _fake_load)
+        os.utime(root / key, (1000 + i, 1000 + i))
+    assert sorted(p.name for p in root.iterdir()) == sorted(["photos", "thesis", "0" * 32, "k2", "k3"])
+    assert (root / "photos" / "notes.txt").read_text() == "mine" and (legacy / "encode.pt2").is_file()
+    compiled_cache.clear()
+    assert sorted(p.name for p in root.iterdir()) == sorted(["photos", "thesis", "0" * 32])
+
+
+def test_a_folder_of_the_users_at_an_entrys_name_is_never_replaced(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("AIAYN_CACHE", str(tmp_path))
+    _user_folder(compiled_cache.cache_root() / "k", 100)
+    assert compiled_cache.cached("k", ["a", "b"], _fake_build, _fake_load) == ["a", "b"]
+    assert sorted(p.name for p in (compiled_cache.cache_root() / "k").iterdir()) == ["notes.txt"]
+    assert "holds files aiayn did not write" in caplog.text
+
+
+@pytest.mark.parametrize("damage", ["truncate", "alter", "remove_marker_entry"])
+def test_a_truncated_or_altered_entry_is_built_again_never_loaded(monkeypatch, tmp_path, caplog, damage):
+    """A damaged file that would still load (a truncated shared library may crash rather than raise) is
+    caught by the marker's sizes and hashes before loading, and the entry is compiled again."""
+    monkeypatch.setenv("AIAYN_CACHE", str(tmp_path))
+    loaded = []
+
+    def load(path):
+        loaded.append(path.read_text())
+        return path.read_text()
+
+    assert compiled_cache.cached("k", ["a", "b"], _fake_build, load) == ["good", "good"]
+    entry = compiled_cache.cache_root() / "k"
+    if damage == "truncate":
+        (entry / "b").write_text("go")
+    elif damage == "alter":
+        (entry / "b").write_text("bad!")  # the same size
+    else:
+        marker = json.loads((entry / compiled_cache.MARKER).read_text())
+        del marker["files"]["b"]
+        (entry / compiled_cache.MARKER).write_text(json.dumps(marker))
+    loaded.clear()
+    assert compiled_cache.cached("k", ["a", "b"], _fake_build, load) == ["good", "good"]
+    assert loaded == ["good", "good"] and "is damaged" in caplog.text and (entry / "b").read_text() == "good"
 
 
 def test_a_failed_eviction_keeps_the_new_entry(monkeypatch, tmp_path, caplog):

@@ -13,9 +13,16 @@ fail the same way). The cache keeps the MAX_ENTRIES decoders used last, and no m
 (an entry holds the weights twice over: 50 MB for the 3.1M-parameter Multi30k model): every retrained model
 or thread count adds one, and the oldest are removed when a new one is written (never the new one, however
 large).
+
+Only aiayn's own entries are ever counted, replaced or removed: each holds a marker (MARKER) written with
+it, recording every file's size and SHA-256. A directory without one (a user's folder under $AIAYN_CACHE,
+or an entry of an aiayn from before the marker) is never touched. The sizes and hashes are checked before
+an entry is loaded (25 ms for 50 MB): a truncated or altered entry is compiled again, never loaded (a
+damaged shared library inside a .pt2 could crash the process rather than raise).
 """
 
 import hashlib
+import json
 import logging
 import os
 import platform
@@ -29,7 +36,9 @@ import torch
 from aiayn.io import atomic_dir
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 1  # bump when the layout of a cache directory changes
+CACHE_FORMAT = 2  # bump when the layout of a cache directory changes (2: the marker)
+MARKER = "aiayn-compiled.json"  # in every entry aiayn wrote: {"aiayn": KIND, "format", "files": {name: size, sha256}}
+KIND = "compiled decoder"
 MAX_ENTRIES = 8  # compiled decoders kept; the least recently used beyond are removed
 MAX_BYTES = 2 << 30  # and the least recently used while the entries kept hold more than this
 
@@ -89,30 +98,85 @@ def _build(build: Callable[[Path], None], directory: Path) -> None:
 
 def cached(key: str, names: list[str], build: Callable[[Path], None], load: Callable[[Path], object]) -> list:
     """The loaded files `names` of the cache directory `key`; build(directory) writes them first where the
-    directory is missing or cannot be loaded. Returns [load(directory / name) for name in names]."""
+    directory is missing, damaged or cannot be loaded. Returns [load(directory / name) for name in names]."""
     directory = cache_root() / key
-    if all((directory / name).is_file() for name in names):
+    if directory.exists() and _marker(directory) is None:  # not aiayn's (a 32-hex-digit name all the same)
+        log.warning("%s holds files aiayn did not write; the compiled decoder is compiled for this run only: "
+                    "move that directory away to keep it", directory)
+        return _build_for_this_run(build, load, names)
+    problem = _check(directory, names) if directory.exists() else "missing"
+    if problem is None:
         try:
             loaded = [load(directory / name) for name in names]
             _touch(directory)
             return loaded
-        except Exception as err:  # a damaged or foreign file: compile again
-            log.warning("compiled decoder in %s could not be loaded (%s); compiling it again", directory, err)
+        except Exception as err:  # a file of another torch, say: compile again
+            problem = f"it could not be loaded: {err}"
+    if problem != "missing":
+        log.warning("compiled decoder in %s is damaged (%s); compiling it again", directory, problem)
     try:
         with atomic_dir(directory) as tmp:
             _build(build, tmp)
+            _write_marker(tmp)
     except _BuildFailed as failed:
         raise failed.error from None
     except OSError as err:
         log.warning("cannot keep the compiled decoder in %s (%s); it is compiled again next run", directory, err)
-        with tempfile.TemporaryDirectory(prefix="aiayn-compiled-") as tmp:
-            build(Path(tmp))
-            return [load(Path(tmp) / name) for name in names]
+        return _build_for_this_run(build, load, names)
     try:
         _evict(keep=directory)
     except OSError as err:  # another process evicting the same entries, say: the new entry is complete
         log.warning("could not remove old compiled decoders from %s (%s)", cache_root(), err)
     return [load(directory / name) for name in names]
+
+
+def _build_for_this_run(build: Callable[[Path], None], load: Callable[[Path], object], names: list[str]) -> list:
+    with tempfile.TemporaryDirectory(prefix="aiayn-compiled-") as tmp:
+        build(Path(tmp))
+        return [load(Path(tmp) / name) for name in names]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_marker(directory: Path) -> None:
+    """Records the size and hash of every file build() wrote: the entry is then aiayn's, and checkable."""
+    files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(directory.iterdir())
+             if p.is_file()}
+    marker = {"aiayn": KIND, "format": CACHE_FORMAT, "files": files}
+    (directory / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+
+
+def _marker(directory: Path) -> dict | None:
+    """The entry's marker, or None where `directory` is not a cache entry aiayn wrote."""
+    try:
+        marker = json.loads((directory / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("aiayn") != KIND or not isinstance(marker.get("files"), dict):
+        return None
+    return marker
+
+
+def _check(directory: Path, names: list[str]) -> str | None:
+    """None where every file of the entry is as it was written; else what is wrong, in words."""
+    recorded = _marker(directory)["files"]
+    for name in names:
+        path, want = directory / name, recorded.get(name)
+        if not isinstance(want, dict):
+            return f"{name} is not among the files it was written with"
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != want.get("size"):
+            return f"{name} has {path.stat().st_size} bytes, {want.get('size')} when it was written"
+        if _sha256(path) != want.get("sha256"):
+            return f"{name} differs from what was written"
+    return None
 
 
 def _touch(directory: Path) -> None:
@@ -124,13 +188,21 @@ def _touch(directory: Path) -> None:
 
 
 def _size(directory: Path) -> int:
-    return sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+    """The bytes of an entry's compiled files (its marker, a few hundred bytes, left out)."""
+    return sum(f.stat().st_size for f in directory.iterdir() if f.is_file() and f.name != MARKER)
+
+
+def _entries() -> list[Path]:
+    """aiayn's entries (those with a marker); entries being written (hidden temporary directories) and
+    anything else under the cache root are left out."""
+    return [p for p in cache_root().iterdir()
+            if p.is_dir() and not p.is_symlink() and not p.name.startswith(".") and _marker(p) is not None]
 
 
 def _evict(keep: Path) -> None:
-    """Removes the least recently used entries beyond MAX_ENTRIES or MAX_BYTES; never `keep`, just
-    written. Entries being written (hidden temporary directories) are not counted."""
-    entries = [p for p in cache_root().iterdir() if p.is_dir() and not p.name.startswith(".") and p != keep]
+    """Removes the least recently used of aiayn's entries beyond MAX_ENTRIES or MAX_BYTES; never `keep`, just
+    written, nor anything without aiayn's marker."""
+    entries = [p for p in _entries() if p != keep]
     entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     kept, total = 1, _size(keep)
     for entry in entries:
@@ -143,5 +215,7 @@ def _evict(keep: Path) -> None:
 
 
 def clear() -> None:
-    """Removes every kept compiled decoder."""
-    shutil.rmtree(cache_root(), ignore_errors=True)
+    """Removes every compiled decoder aiayn kept (nothing else under the cache root)."""
+    if cache_root().is_dir():
+        for entry in _entries():
+            shutil.rmtree(entry, ignore_errors=True)
