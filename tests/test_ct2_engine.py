@@ -267,3 +267,23 @@ def test_workers_are_inter_threads_with_even_batches(short):
     options = dict(beam=2, n_best=2, batch_size=4)
     _same(alone.translate(SENTENCES, **options), pooled.translate(SENTENCES, **options), score_tolerance=0)
     assert sizes and set(sizes) == {3}
+
+
+@pytest.mark.parametrize("damage", ["truncate", "alter", "remove"])
+def test_a_damaged_cache_is_exported_again(short, caplog, damage):
+    """A truncated, altered or missing file of the export (its sizes and hashes are recorded at export) is
+    exported again, with one warning, and translates as a fresh export does."""
+    fresh = Translator.from_pretrained(short, engine="ct2").translate(SENTENCES, beam=1)
+    model_bin = short / "ct2" / "fp32" / "model.bin"
+    data = model_bin.read_bytes()
+    if damage == "truncate":
+        model_bin.write_bytes(data[: len(data) // 2])
+    elif damage == "alter":
+        model_bin.write_bytes(data[:-4] + bytes(4 * [0xFF]))  # same size, new bytes (and mtime)
+    else:
+        model_bin.unlink()
+    again = Translator.from_pretrained(short, engine="ct2").translate(SENTENCES, beam=1)
+    assert [(r.text, r.n_best) for r in again] == [(r.text, r.n_best) for r in fresh]
+    assert model_bin.read_bytes() == data
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and warnings[0].startswith(f"the CTranslate2 cache {short / 'ct2' / 'fp32'} is damaged")

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from aiayn.data.fingerprint import sha256_of
 from aiayn.io import atomic_dir
 
 log = logging.getLogger(__name__)
@@ -136,17 +137,9 @@ def _build_for_this_run(build: Callable[[Path], None], load: Callable[[Path], ob
         return [load(Path(tmp) / name) for name in names]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _write_marker(directory: Path) -> None:
     """Records the size and hash of every file build() wrote: the entry is then aiayn's, and checkable."""
-    files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(directory.iterdir())
+    files = {p.name: {"size": p.stat().st_size, "sha256": sha256_of(p)} for p in sorted(directory.iterdir())
              if p.is_file()}
     marker = {"aiayn": KIND, "format": CACHE_FORMAT, "files": files}
     (directory / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
@@ -174,7 +167,7 @@ def _check(directory: Path, names: list[str]) -> str | None:
             return f"{name} is missing"
         if path.stat().st_size != want.get("size"):
             return f"{name} has {path.stat().st_size} bytes, {want.get('size')} when it was written"
-        if _sha256(path) != want.get("sha256"):
+        if sha256_of(path) != want.get("sha256"):
             return f"{name} differs from what was written"
     return None
 

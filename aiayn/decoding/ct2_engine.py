@@ -3,8 +3,11 @@
 The model is exported (aiayn.export.build_spec: same weights, sinusoids and vocabularies) once into a
 cache inside the model directory, MODEL/ct2/fp32 (MODEL/ct2/fp32-ema for EMA weights), and exported
 again when it is stale: its marker records size, mtime and SHA-256 of every file the export was made
-from (weights, config.yaml, tokenizer files) and the CTranslate2 version. The cache is always float32;
-CTranslate2 converts the weights to the requested compute type (int8, ...) when it loads them.
+from (weights, config.yaml, tokenizer files) and the CTranslate2 version. The marker also records size,
+mtime and SHA-256 of the export's own files, checked before each use (a file whose mtime changed is hashed
+again): a truncated or altered cache is exported again, with a warning, rather than loaded (CTranslate2
+fails on it with a traceback every run). The cache is always float32; CTranslate2 converts the weights to
+the requested compute type (int8, ...) when it loads them.
 
 What makes the results equal to the native engine's (tests/test_ct2_engine.py):
 - the source side is aiayn's source pieces with the final </s>; <pad> and <s> are never output
@@ -35,7 +38,7 @@ COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_flo
                  "float16", "bfloat16")
 CACHE_DIR = "ct2"
 CACHE_KIND = "ct2-cache"  # the "output" of the cache's marker (checkpoint.EXPORT_MARKER)
-CACHE_FORMAT = 1  # bump when the export changes: older caches are then stale
+CACHE_FORMAT = 2  # bump when the export changes: older caches are then stale (2: the export's own files)
 
 
 def import_ctranslate2():
@@ -94,27 +97,46 @@ def cache_dir(model_dir: Path, use_ema: bool) -> Path:
 
 
 def ensure_cache(model_dir: str | Path, load_model, use_ema: bool = False) -> Path:
-    """The CTranslate2 export of the checkpoint in `model_dir`, made (atomically) when missing or stale.
-    load_model() -> (model, cfg, tokenizer) is called only then."""
+    """The CTranslate2 export of the checkpoint in `model_dir`, made (atomically) when missing, stale or
+    damaged. load_model() -> (model, cfg, tokenizer) is called only then."""
     ctranslate2 = import_ctranslate2()
     model_dir = Path(model_dir)
     cache = cache_dir(model_dir, use_ema)
     files = _sources(model_dir, use_ema and cache.name.endswith("ema"))
     marker = _read_marker(cache)
     now = _fingerprints(files, marker.get("sources", {}))
-    fresh = (marker.get("format") == CACHE_FORMAT and marker.get("ctranslate2") == ctranslate2.__version__
-             and marker.get("sources") == now)
-    if fresh:
-        return cache
-    same_content = {k: v["sha256"] for k, v in marker.get("sources", {}).items()} == \
-        {k: v["sha256"] for k, v in now.items()}
-    if marker and same_content and marker.get("format") == CACHE_FORMAT \
-            and marker.get("ctranslate2") == ctranslate2.__version__:
-        _write_marker(cache, {**marker, "sources": now})  # touched or copied, same bytes: still fresh
-        return cache
-    log.info("exporting %s to CTranslate2 into %s (%s)", model_dir, cache, "stale" if marker else "missing")
+    current = marker.get("format") == CACHE_FORMAT and marker.get("ctranslate2") == ctranslate2.__version__ \
+        and _hashes(marker.get("sources", {})) == _hashes(now)
+    if current:
+        outputs, damage = _check_outputs(cache, marker.get("outputs"))
+        if damage is None:
+            if marker["sources"] != now or marker["outputs"] != outputs:  # touched or copied, same bytes
+                _write_marker(cache, {**marker, "sources": now, "outputs": outputs})
+            return cache
+        log.warning("the CTranslate2 cache %s is damaged (%s); exporting the model again", cache, damage)
+    else:
+        log.info("exporting %s to CTranslate2 into %s (%s)", model_dir, cache, "stale" if marker else "missing")
     _export(cache, load_model, now, ctranslate2)
     return cache
+
+
+def _hashes(fingerprints: dict) -> dict:
+    return {k: v.get("sha256") for k, v in fingerprints.items() if isinstance(v, dict)}
+
+
+def _check_outputs(cache: Path, recorded) -> tuple[dict, str | None]:
+    """(the export's files' fingerprints now, None) where they are as exported; else (_, what is wrong)."""
+    if not isinstance(recorded, dict) or not recorded or not all(isinstance(v, dict) for v in recorded.values()):
+        return {}, "its marker does not record its files"
+    for name, want in recorded.items():
+        path = cache / name
+        if not path.is_file():
+            return {}, f"{name} is missing"
+        if path.stat().st_size != want.get("size"):
+            return {}, f"{name} has {path.stat().st_size} bytes, {want.get('size')} when it was exported"
+    now = _fingerprints([cache / name for name in recorded], recorded)
+    changed = [name for name in recorded if now[name]["sha256"] != recorded[name].get("sha256")]
+    return now, (f"{changed[0]} differs from what was exported" if changed else None)
 
 
 def _write_marker(cache: Path, marker: dict) -> None:
@@ -144,8 +166,9 @@ def _export(cache: Path, load_model, sources: dict, ctranslate2) -> None:
     try:
         with atomic_dir(cache) as tmp:
             write_ctranslate2(model, cfg, tokenizer, tmp)
+            outputs = _fingerprints(sorted(tmp.iterdir()), {})  # checked before each use: _check_outputs
             marker = {"output": CACHE_KIND, "format": CACHE_FORMAT, "ctranslate2": ctranslate2.__version__,
-                      "files": sorted(p.name for p in tmp.iterdir()), "sources": sources}
+                      "files": sorted(outputs), "sources": sources, "outputs": outputs}
             (tmp / EXPORT_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
     except PermissionError as err:
         raise AiaynError(f"cannot write the CTranslate2 cache in {cache.parent} ({err.strerror}); make the model "
