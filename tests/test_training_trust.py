@@ -1,0 +1,51 @@
+"""Training runs against stray environments, planted links, interruptions and leftovers: each case fails
+with one line (or is handled), and nothing a user made is touched."""
+
+import socket
+
+import pytest
+from cli_helpers import assert_user_error, run_cli
+
+TINY = ["data.synthetic_train=200", "data.synthetic_valid=10", "data.vocab_size=64", "data.byte_fallback=false",
+        "model.d_model=32", "model.d_ff=64", "train.max_tokens=512", "train.num_threads=1", "train.warmup_steps=4",
+        "train.eval_every=4", "train.save_every=4", "train.average_last=1", "train.bleu_sentences=5"]
+
+
+def train_args(out, *extra):
+    return ["train", "--out", out] + [x for s in [*TINY, *extra] for x in ("--set", s)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- distributed variables left in the environment ----------------------------------------------------
+@pytest.mark.parametrize("variables, needles", [
+    ({"WORLD_SIZE": "2"}, ["RANK is not set", "WORLD_SIZE=2", "torchrun"]),
+    ({"WORLD_SIZE": "abc"}, ["WORLD_SIZE='abc' is not a whole number", "torchrun"]),
+    ({"WORLD_SIZE": "2", "RANK": "0"}, ["MASTER_ADDR is not set", "RANK=0 WORLD_SIZE=2"]),
+    ({"WORLD_SIZE": "2", "RANK": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, ["RANK=3 is out of range"]),
+])
+def test_stray_world_size_is_one_line_naming_the_variables(tmp_path, capsys, monkeypatch, variables, needles):
+    for name in ("RANK", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert_user_error(*run_cli(train_args(tmp_path / "run", "train.max_steps=2"), capsys), *needles)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_lone_rank_says_what_it_waits_for_and_gives_up(tmp_path, capsys, monkeypatch, caplog):
+    """Every torchrun variable set, but no other process: the wait is named and ends at AIAYN_DIST_TIMEOUT."""
+    port = _free_port()
+    for name, value in {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                        "AIAYN_DIST_TIMEOUT": "1"}.items():
+        monkeypatch.setenv(name, value)
+    code, output = run_cli(train_args(tmp_path / "run", "train.max_steps=2"), capsys)
+    assert_user_error(code, output, f"did not all meet at 127.0.0.1:{port} within 1 s", "AIAYN_DIST_TIMEOUT")
+    assert f"waiting for 2 processes at 127.0.0.1:{port}" in caplog.text
+    assert not (tmp_path / "run").exists()
+    monkeypatch.setenv("AIAYN_DIST_TIMEOUT", "soon")
+    assert_user_error(*run_cli(train_args(tmp_path / "run"), capsys), "AIAYN_DIST_TIMEOUT='soon'")
