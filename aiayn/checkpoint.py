@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import re
+import warnings
 from pathlib import Path
 
 import torch
@@ -178,11 +179,19 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", use_em
 
 
 def load_trainer_state(path: Path) -> dict:
+    """trainer_state.pt, loaded safely (weights_only): a damaged file, or one holding code, is one line
+    naming it; torch's own message (which advises loading it unsafely) and warnings are not passed on."""
     file = _require(Path(path), "trainer_state.pt")
     try:
-        return torch.load(file, weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 103" for a damaged file
+            return torch.load(file, weights_only=True)
     except Exception as err:  # torch raises many types for a damaged file (EOFError, RuntimeError, pickle's)
-        raise CheckpointError(f"{file}: unreadable ({type(err).__name__}: {err})") from None
+        if str(err).startswith("Weights only load failed"):
+            reason = "it holds objects other than the tensors and numbers aiayn saves, which are never loaded"
+        else:
+            reason = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:100]}".rstrip(": ")
+        raise CheckpointError(f"{file}: damaged, or not a trainer state aiayn wrote ({reason})") from None
 
 
 # ---- runs: which checkpoint ------------------------------------------------------------------------

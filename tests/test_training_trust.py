@@ -1,10 +1,16 @@
 """Training runs against stray environments, planted links, interruptions and leftovers: each case fails
 with one line (or is handled), and nothing a user made is touched."""
 
+import io
+import shutil
 import socket
+from pathlib import Path
 
 import pytest
+import torch
 from cli_helpers import assert_user_error, run_cli
+
+from aiayn.cli import main
 
 TINY = ["data.synthetic_train=200", "data.synthetic_valid=10", "data.vocab_size=64", "data.byte_fallback=false",
         "model.d_model=32", "model.d_ff=64", "train.max_tokens=512", "train.num_threads=1", "train.warmup_steps=4",
@@ -49,3 +55,36 @@ def test_a_lone_rank_says_what_it_waits_for_and_gives_up(tmp_path, capsys, monke
     assert not (tmp_path / "run").exists()
     monkeypatch.setenv("AIAYN_DIST_TIMEOUT", "soon")
     assert_user_error(*run_cli(train_args(tmp_path / "run"), capsys), "AIAYN_DIST_TIMEOUT='soon'")
+
+
+# ---- a damaged trainer_state.pt ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("trained") / "run"
+    assert main([str(a) for a in train_args(out, "train.max_steps=8")]) == 0
+    return out
+
+
+def _copy_run(trained_run, tmp_path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run, symlinks=True)
+    return run
+
+
+def _pickled_code() -> bytes:
+    buffer = io.BytesIO()
+    torch.save({"progress": print}, buffer)  # a global that a weights_only load refuses
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("content", [b"\x80garbage", _pickled_code()], ids=["garbage", "code"])
+def test_damaged_trainer_state_is_one_clean_line(trained_run, tmp_path, capsys, caplog, content):
+    run = _copy_run(trained_run, tmp_path)
+    state = run / "checkpoints" / "step_00000008" / "trainer_state.pt"
+    state.write_bytes(content)
+    code, output = run_cli(train_args(run, "train.max_steps=8"), capsys)
+    assert code == 0, output
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "\n" not in warning and str(state) in warning and "trying the checkpoint before it" in warning
+    assert "weights_only" not in warning + output and "trust" not in warning + output
+    assert "Warning" not in output

@@ -166,7 +166,7 @@ class Trainer:
                 self.resume(checkpoint)
                 return
             except CheckpointError as err:
-                log.warning("cannot resume from %s (%s); trying the previous checkpoint", checkpoint, err)
+                log.warning("cannot resume from %s: %s; trying the checkpoint before it", checkpoint.name, err)
         if candidates:
             raise CheckpointError(f"{self.out}: none of its {len(candidates)} checkpoints can be resumed from "
                                   f"(see the warnings); use a new --out")
