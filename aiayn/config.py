@@ -386,15 +386,23 @@ def validate(cfg: ExperimentConfig, origins: dict | None = None, training: bool 
 # Model fields that only regularize training (they change neither the weights' shapes nor their meaning):
 # a fine-tuning run may set them with --set although the model section comes from --init-from.
 TRAINING_ONLY_MODEL_FIELDS = ("dropout", "attention_dropout")
+# Data fields that shape a new run's tokenizer: with --init-from the tokenizer is DIR's, as it is, so a --set of
+# one of them would be recorded in the run's config.yaml and have no effect.
+TOKENIZER_DATA_FIELDS = ("vocab_size", "byte_fallback", "lowercase", "joint_vocab")
 
 
 def inherit_model(cfg: ExperimentConfig, model: ModelConfig, overrides: list[str], source: str) -> ExperimentConfig:
     """`aiayn train --init-from DIR`: the model section is DIR's (`model`); the config file's own is replaced.
     A --set model.FIELD that differs from DIR's value is an error naming the field (model.dropout and
-    model.attention_dropout may change). Then the whole config is validated again."""
+    model.attention_dropout may change), and so is a --set of a field that shapes the tokenizer
+    (TOKENIZER_DATA_FIELDS: DIR's tokenizer is kept). Then the whole config is validated again."""
     kept = {}
     for item in overrides:
         keys, _ = _parse_override(item)
+        if keys[0] == "data" and ".".join(keys[1:]) in TOKENIZER_DATA_FIELDS:
+            raise ConfigError(f"--set {item!r}: the tokenizer comes from --init-from {source} and is kept as it "
+                              f"is; drop this --set ({', '.join('data.' + f for f in TOKENIZER_DATA_FIELDS)} "
+                              f"shape a new tokenizer only)")
         if keys[0] != "model":
             continue
         name = ".".join(keys[1:])

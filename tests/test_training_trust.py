@@ -88,3 +88,15 @@ def test_damaged_trainer_state_is_one_clean_line(trained_run, tmp_path, capsys, 
     assert "\n" not in warning and str(state) in warning and "trying the checkpoint before it" in warning
     assert "weights_only" not in warning + output and "trust" not in warning + output
     assert "Warning" not in output
+
+
+# ---- --init-from keeps its tokenizer ---------------------------------------------------------------------
+@pytest.mark.parametrize("settings", [["data.vocab_size=100"], ["data.lowercase=true"], ["data.byte_fallback=false"],
+                                      ["data.joint_vocab=false", "model.share_embeddings=false"]])
+def test_a_tokenizer_setting_with_init_from_is_refused(transformer_dir, tmp_path, capsys, settings):
+    """The tokenizer is --init-from's, as it is: a setting that would shape a new one has no effect, and would
+    be recorded in the run's config.yaml as if it had."""
+    argv = ["train", "--init-from", transformer_dir, "--out", tmp_path / "run", "--set", "train.max_steps=2"]
+    argv += [x for s in settings for x in ("--set", s)]
+    assert_user_error(*run_cli(argv, capsys), f"--set '{settings[0]}'", "--init-from", "drop this --set")
+    assert not (tmp_path / "run").exists()
