@@ -105,14 +105,33 @@ def load_tokenizer(path: Path) -> Tokenizer:
 
 
 def read_weights(file: Path) -> tuple[dict, dict]:
-    """(tensors, header metadata) of a safetensors file, with a clear error for a damaged one."""
+    """(tensors, header metadata) of a safetensors file, with a clear error for a damaged one or one holding
+    NaN or infinite weights. Every reader of weights comes here (loading, EMA weights, averaging, resuming,
+    --init-from)."""
     try:
         with safe_open(str(file), "pt") as f:
             metadata = f.metadata() or {}
-        return load_file(str(file)), metadata
+        tensors = load_file(str(file))
     except (SafetensorError, OSError) as err:
         raise CheckpointError(f"{file}: not a readable safetensors file ({err}); the checkpoint is damaged "
                               f"or incomplete: use another checkpoint") from None
+    check_finite(tensors, file)
+    return tensors, metadata
+
+
+def check_finite(tensors: dict, where) -> None:
+    """Refuses NaN or infinite weights, naming the first such tensor: they load without complaint and
+    translate every sentence to the same word. One pass: a finite sum proves every value finite (NaN and
+    inf propagate through it); only a non-finite sum (a bad value, or an overflow) is looked at element by
+    element. torch.isfinite(t).all() on every tensor cost 57 ms for a 4.9M-parameter model and 1.6 s for
+    101M on 2 cores, the sums 1.1 ms and 34 ms."""
+    for name, tensor in tensors.items():
+        if not tensor.is_floating_point() or bool(torch.isfinite(tensor.sum())):
+            continue
+        bad = int(tensor.numel() - torch.isfinite(tensor).sum())
+        if bad:
+            raise CheckpointError(f"{where}: tensor {name} holds {bad} NaN or infinite value(s) of {tensor.numel()}; "
+                                  f"the weights are damaged (a diverged training run?): use another checkpoint")
 
 
 def _check_model_config(file: Path, metadata: dict, cfg: ExperimentConfig) -> None:

@@ -376,3 +376,50 @@ def test_damaged_hf_files_are_named(hf_dirs, tmp_path, capsys):
             (bad / name).write_bytes(data)
         assert_user_error(*run_cli(["import-hf", bad, "--out", tmp_path / f"out_{bad.name}"], capsys), needle)
         assert not (tmp_path / f"out_{bad.name}").exists()
+
+
+def _edit_weights(src: Path, out: Path, edit) -> Path:
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, out)
+    tensors = load_file(out / "model.safetensors")
+    edit(tensors)
+    save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
+    return out
+
+
+BAD_WEIGHTS = {  # name -> (edit of the saved tensors, what the one line says)
+    "missing": (lambda t: t.pop("model.encoder.layers.0.fc1.weight"),
+                "model.encoder.layers.0.fc1.weight: missing from the files"),
+    "mismatched": (lambda t: t.update({"model.encoder.layers.0.fc1.weight": torch.zeros(3, 3)}),
+                   "model.encoder.layers.0.fc1.weight: (3, 3) in the files, (64, 32) in config.json's model"),
+    "unexpected": (lambda t: t.update({"model.encoder.layers.7.fc1.weight": torch.zeros(3, 3)}),
+                   "model.encoder.layers.7.fc1.weight: in the files but not in config.json's model"),
+    "nan": (lambda t: t["model.encoder.layers.0.fc1.weight"].__setitem__((0, 0), float("nan")),
+            "model.safetensors: tensor model.encoder.layers.0.fc1.weight holds 1 NaN or infinite value(s)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_WEIGHTS))
+def test_weights_that_do_not_fit_are_one_line_without_transformers_report(hf_dirs, tmp_path, capfd, case):
+    """Missing, reshaped or extra tensors (transformers initialized them at random and imported, or printed
+    its load report before failing) and NaN weights: aiayn's one line alone, exit 2, nothing written."""
+    edit, needle = BAD_WEIGHTS[case]
+    import transformers
+
+    bad = _edit_weights(hf_dirs["swish-shared"], tmp_path / "bad", edit)
+    verbosity = transformers.utils.logging.get_verbosity()
+    capfd.readouterr()
+    code = main(["import-hf", str(bad), "--out", str(tmp_path / "out")])
+    out, err = capfd.readouterr()
+    assert code == 2 and out == "" and needle in err, err
+    assert err.count("\n") == 1 and err.startswith("aiayn import-hf: error: "), err
+    assert not (tmp_path / "out").exists()
+    assert transformers.utils.logging.get_verbosity() == verbosity  # restored
+
+
+def test_a_good_import_prints_one_line(hf_dirs, tmp_path, capfd):
+    capfd.readouterr()
+    assert main(["import-hf", str(hf_dirs["relu-shared"]), "--out", str(tmp_path / "out")]) == 0
+    out, err = capfd.readouterr()
+    assert err == "" and out.startswith(f"wrote {tmp_path / 'out'}: an aiayn checkpoint")

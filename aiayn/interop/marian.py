@@ -24,11 +24,13 @@ aiayn's length limit is a * |source| + b, not generate's max_length, and it forc
 Configs aiayn cannot represent exactly are refused with an error that names the field.
 """
 
+import contextlib
 import logging
 from pathlib import Path
 
 import torch
 
+from aiayn.checkpoint import check_finite
 from aiayn.errors import AiaynError
 from aiayn.interop.marian_vocab import UnsupportedModel, load_marian_tokenizer, read_json
 from aiayn.model import ModelConfig, build_model
@@ -182,17 +184,49 @@ def _load_hf(path: Path):
     if kind != "marian":
         raise UnsupportedModel(f"{path}/config.json: model_type={kind!r}; aiayn imports Marian models "
                                f"(model_type marian, e.g. Helsinki-NLP/opus-mt-*)")
+    with _quiet(transformers):
+        try:
+            hf = transformers.MarianConfig.from_pretrained(path)
+        except Exception as err:  # transformers' own validation errors (a field of the wrong type) are many types
+            raise UnsupportedModel(f"{path}/config.json: transformers cannot read it ({_first_line(err)})") from None
+        check_config(path, hf)
+        try:  # mismatched shapes are reported below, by name, rather than in transformers' report
+            hf_model, info = transformers.MarianMTModel.from_pretrained(path, output_loading_info=True,
+                                                                        ignore_mismatched_sizes=True)
+        except Exception as err:  # safetensors, torch and transformers raise many types for damaged weights
+            raise AiaynError(f"{path}: transformers could not load the model weights ({_first_line(err)}); the "
+                             f"directory must hold what save_pretrained writes") from None
+    _check_loading_info(path, info)
+    return hf, hf_model.float().eval()
+
+
+@contextlib.contextmanager
+def _quiet(transformers):
+    """transformers' own logging and progress bars off while it loads (its load report of a bad model ran
+    to 48 lines before aiayn's one-line error, which names the same keys); restored afterwards."""
+    logging_ = transformers.utils.logging
+    verbosity, bars = logging_.get_verbosity(), logging_.is_progress_bar_enabled()
+    logging_.set_verbosity_error()
+    logging_.disable_progress_bar()
     try:
-        hf = transformers.MarianConfig.from_pretrained(path)
-    except Exception as err:  # transformers' own validation errors (a field of the wrong type) are many types
-        raise UnsupportedModel(f"{path}/config.json: transformers cannot read it ({_first_line(err)})") from None
-    check_config(path, hf)
-    try:
-        hf_model = transformers.MarianMTModel.from_pretrained(path).float().eval()
-    except Exception as err:  # safetensors, torch and transformers raise many types for damaged weights
-        raise AiaynError(f"{path}: transformers could not load the model weights ({_first_line(err)}); the "
-                         f"directory must hold what save_pretrained writes") from None
-    return hf, hf_model
+        yield
+    finally:
+        logging_.set_verbosity(verbosity)
+        if bars:
+            logging_.enable_progress_bar()
+
+
+def _check_loading_info(path: Path, info: dict) -> None:
+    """Weights transformers had to initialize at random (missing from the files, or of another shape), or
+    left unused: the import would run another network than the one saved."""
+    problems = [f"{k}: missing from the files" for k in sorted(info.get("missing_keys") or ())]
+    problems += [f"{k}: {tuple(saved)} in the files, {tuple(wanted)} in config.json's model"
+                 for k, saved, wanted in sorted(info.get("mismatched_keys") or ())]
+    problems += [f"{k}: in the files but not in config.json's model" for k in sorted(info.get("unexpected_keys") or ())]
+    if problems:
+        more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
+        raise UnsupportedModel(f"{path}: the weights do not fit config.json ({'; '.join(problems[:3])}{more}); "
+                               f"the directory must hold what save_pretrained wrote for this model")
 
 
 def _first_line(err: BaseException) -> str:
@@ -223,6 +257,8 @@ def experiment_config(path: Path, model_cfg: ModelConfig, generation):
 def marian_to_aiayn(path: Path):
     """A save_pretrained directory -> (aiayn Transformer with Marian's weights, ExperimentConfig, tokenizer)."""
     hf, hf_model = _load_hf(path)
+    weights = next((path / n for n in ("model.safetensors", "pytorch_model.bin") if (path / n).is_file()), path)
+    check_finite(hf_model.state_dict(), weights)  # NaN or inf would be imported and translate to one word
     tokenizer = load_marian_tokenizer(path, hf)
     model_cfg = model_config(hf, output_bias=bool(hf_model.final_logits_bias.any()))
     model = build_model(model_cfg).eval()
