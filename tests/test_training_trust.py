@@ -2,13 +2,17 @@
 with one line (or is handled), and nothing a user made is touched."""
 
 import io
+import json
+import os
 import shutil
+import signal
 import socket
 from pathlib import Path
 
 import pytest
 import torch
 from cli_helpers import assert_user_error, run_cli
+from safetensors.torch import load_file
 
 from aiayn.cli import main
 
@@ -100,3 +104,90 @@ def test_a_tokenizer_setting_with_init_from_is_refused(transformer_dir, tmp_path
     argv += [x for s in settings for x in ("--set", s)]
     assert_user_error(*run_cli(argv, capsys), f"--set '{settings[0]}'", "--init-from", "drop this --set")
     assert not (tmp_path / "run").exists()
+
+
+# ---- a signal's checkpoint stays out of the average -------------------------------------------------------
+AVERAGED = ["train.max_steps=20", "train.save_every=10", "train.eval_every=10", "train.average_last=2",
+            "train.keep_last=2"]
+
+
+def _averaged(run: Path) -> list[str]:
+    return [Path(p).name for p in json.loads((run / "average" / "info.json").read_text())["averaged"]]
+
+
+def test_interrupted_and_resumed_run_averages_what_an_uninterrupted_one_does(tmp_path, capsys, monkeypatch):
+    """SIGTERM after update 13 saves step 13 (between save_every steps): the resumed run's average is of steps
+    10 and 20, as the uninterrupted run's, bit for bit, and step 13 is gone once step 20 is saved."""
+    from aiayn.training.adam import Adam
+
+    assert main([str(a) for a in train_args(tmp_path / "whole", *AVERAGED)]) == 0
+    original, calls = Adam.step, {"n": 0}
+
+    def step_then_sigterm(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 13:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return out
+
+    monkeypatch.setattr(Adam, "step", step_then_sigterm)
+    assert main([str(a) for a in train_args(tmp_path / "cut", *AVERAGED)]) == 143
+    monkeypatch.setattr(Adam, "step", original)
+    assert sorted(p.name for p in (tmp_path / "cut" / "checkpoints").iterdir()) == ["step_00000010", "step_00000013"]
+    assert main([str(a) for a in train_args(tmp_path / "cut", *AVERAGED)]) == 0
+    capsys.readouterr()
+    assert _averaged(tmp_path / "whole") == _averaged(tmp_path / "cut") == ["step_00000010", "step_00000020"]
+    assert sorted(p.name for p in (tmp_path / "cut" / "checkpoints").iterdir()) == ["step_00000010", "step_00000020"]
+    whole, cut = (load_file(str(tmp_path / run / "average" / "model.safetensors")) for run in ("whole", "cut"))
+    for name in whole:
+        torch.testing.assert_close(cut[name], whole[name], rtol=0, atol=0, msg=name)
+
+
+# ---- links planted at aiayn's names in a run --------------------------------------------------------------
+def _digest(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else "dir" for p in sorted(root.rglob("*"))}
+
+
+def _plant(run: Path, mine: Path) -> dict:
+    """A link at each of aiayn's names, to a file or folder of the user's (copies of the run's own where the
+    resume reads them)."""
+    mine.mkdir()
+    for name in ("config.yaml", "run.json", "tokenizer.model"):
+        (mine / name).write_bytes((run / name).read_bytes())
+    for name, text in (("metrics.jsonl", "my notes\n"), ("latest", "my list\n"), (".lock", "mine\n")):
+        (mine / name).write_text(text)
+    shutil.rmtree(run / "checkpoints" / "step_00000004")
+    for name in ("best", "average", "encoded", "step_00000004"):
+        (mine / name).mkdir()
+        (mine / name / "kept.txt").write_text(f"my {name}\n")
+    links = {**{name: name for name in ("config.yaml", "run.json", "tokenizer.model", "metrics.jsonl", "latest",
+                                        ".lock", "best", "average", "encoded")},
+             "checkpoints/step_00000004": "step_00000004"}
+    for link, target in links.items():
+        remove = shutil.rmtree if (run / link).is_dir() and not (run / link).is_symlink() else Path.unlink
+        if (run / link).exists():
+            remove(run / link)
+        (run / link).symlink_to(mine / target)
+    return links
+
+
+def test_links_at_a_runs_names_are_replaced_never_written_through(trained_run, tmp_path, capsys):
+    run, mine = _copy_run(trained_run, tmp_path), tmp_path / "mine"
+    links = _plant(run, mine)
+    before = _digest(mine)
+    code, output = run_cli(train_args(run, "train.max_steps=12", "train.average_last=2"), capsys)
+    assert code == 0, output
+    assert _digest(mine) == before
+    assert not any((run / link).is_symlink() for link in links if (run / link).exists())
+    assert (run / "latest").read_text() == "step_00000012\n" and (run / "average" / "model.safetensors").is_file()
+    assert json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 12
+
+
+def test_a_link_at_checkpoints_is_refused_naming_it(trained_run, tmp_path, capsys):
+    run, mine = _copy_run(trained_run, tmp_path), tmp_path / "mine"
+    shutil.move(run / "checkpoints", mine)
+    (run / "checkpoints").symlink_to(mine)
+    before = _digest(mine)
+    code, output = run_cli(train_args(run, "train.max_steps=12"), capsys)
+    assert_user_error(code, output, f"{run / 'checkpoints'} is a symbolic link", "never through a link")
+    assert _digest(mine) == before

@@ -29,6 +29,7 @@ from aiayn.io import write_bytes_atomic, write_text_atomic
 from aiayn.model import build_model, count_parameters
 from aiayn.training import distributed as D
 from aiayn.training.micro_batches import check_micro_batch_workers
+from aiayn.training.run_files import claim_run_entries, open_lock
 from aiayn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ def lock_run(out: Path):
     open): a second `aiayn train --out` on the same directory would interleave checkpoints and logs."""
     import fcntl
 
-    handle = open(out / ".lock", "a+")
+    handle = open_lock(out / ".lock")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -147,7 +148,7 @@ def _write_tokenizer(out: Path, files: dict[str, bytes]) -> None:
         if name not in files:
             (out / name).unlink(missing_ok=True)
     for name, data in files.items():
-        write_bytes_atomic(out / name, data)
+        write_bytes_atomic(out / name, data, follow_links=False)  # a link there is replaced, never written through
 
 
 def _train_tokenizer(data, pairs: list) -> dict[str, bytes]:
@@ -171,6 +172,8 @@ def _tokenizer(cfg, out: Path, train_pairs, dist: D.DistInfo, files: dict[str, b
         if files is None:
             files = _train_tokenizer(cfg.data, sample_pairs(train_pairs, TOKENIZER_SAMPLE_PAIRS, cfg.train.seed))
         _write_tokenizer(out, files)
+    elif dist.is_main and any((out / name).is_symlink() for name in TOKENIZER_FILES):
+        _write_tokenizer(out, load_dir(out).files())  # the run's own copy, in place of a link to a file of the user's
     D.barrier(dist)
     return load_dir(out)
 
@@ -231,7 +234,7 @@ def _check_lengths(corpus, limit: int, what: str) -> None:
 def _write_marker(out: Path, fingerprint: str, files_sha256: str | None, init: InitModel | None) -> None:
     origin = {"init_from": init.source, "init_from_model": str(init.model_dir)} if init else {}
     values = {"output": "run", "data_sha256": fingerprint, "files_sha256": files_sha256, **origin}
-    write_text_atomic(out / RUN_MARKER, json.dumps(values) + "\n")
+    write_text_atomic(out / RUN_MARKER, json.dumps(values) + "\n", follow_links=False)
 
 
 def _valid_source(data) -> str:
@@ -288,6 +291,8 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
         fingerprint = data_fingerprint(iter_pairs(cfg.data, "train"), valid_pairs)  # streamed, as below
     out.mkdir(parents=True, exist_ok=True)
     lock = lock_run(out) if dist.is_main else None
+    if dist.is_main:
+        claim_run_entries(out)  # links at aiayn's names, temporaries of killed runs (run_files.py)
     check_origin(out, init.source if init else None)
     if dist.is_main and not (out / "config.yaml").exists():  # claim the directory before the first file
         _write_marker(out, fingerprint, files_sha256, init)
@@ -303,7 +308,7 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
         _check_lengths(valid, cfg.model.max_len, f"validation data ({_valid_source(cfg.data)})")
     model = _new_model(cfg, init)
     if dist.is_main:
-        write_text_atomic(out / "config.yaml", config_yaml(cfg))
+        write_text_atomic(out / "config.yaml", config_yaml(cfg), follow_links=False)
         _write_marker(out, fingerprint, files_sha256, init)
         log.info("%s model, %s parameters; %d training pairs", cfg.model.arch, f"{count_parameters(model):,}",
                  len(train))

@@ -44,7 +44,11 @@ def set_rng_states(states: dict) -> None:
 
 def trim_metrics(path: Path, progress: Progress) -> None:
     """Drop metrics rows past the resumed step (and the resumed step's validation row when that validation
-    is to be redone), so the log matches the checkpoint."""
+    is to be redone), so the log matches the checkpoint. A link at its name is not the run's log: it is
+    replaced, never read or written through."""
+    if path.is_symlink():
+        path.unlink()  # what it names is untouched; the run's rows go to a file of its own from now on
+        return
     if not path.exists():
         return
     kept = []
@@ -54,4 +58,4 @@ def trim_metrics(path: Path, progress: Progress) -> None:
             redone = progress.pending_validation and row.get("step") == progress.step and "valid_loss" in row
             if row.get("step", 0) <= progress.step and not redone:
                 kept.append(line + "\n")
-    write_text_atomic(path, "".join(kept))
+    write_text_atomic(path, "".join(kept), follow_links=False)

@@ -7,7 +7,6 @@ import contextlib
 import json
 import logging
 import math
-import shutil
 import signal
 import threading
 import time
@@ -19,7 +18,6 @@ from torch.nn.parallel import DistributedDataParallel
 
 from aiayn.checkpoint import (
     CheckpointError,
-    average_checkpoints,
     latest_checkpoint,
     load_trainer_state,
     read_weights,
@@ -29,7 +27,6 @@ from aiayn.checkpoint import (
 from aiayn.data.batching import collate, make_batches
 from aiayn.data.tokenizer import TOKENIZER_FILES
 from aiayn.device import bf16_is_fast, release_free_heap
-from aiayn.errors import OutputError
 from aiayn.io import write_text_atomic
 from aiayn.model.dropout import mask_generator
 from aiayn.training import distributed as D
@@ -37,6 +34,7 @@ from aiayn.training.adam import Adam
 from aiayn.training.loss import TrainingObjective
 from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, micro_batch_seed, split_batch
 from aiayn.training.progress_bar import TrainingBar
+from aiayn.training.run_files import append_line, average_last, interrupted, prune_checkpoints
 from aiayn.training.schedule import lr_scheduler
 from aiayn.training.state import Progress, rng_states, set_rng_states, trim_metrics
 
@@ -171,17 +169,17 @@ class Trainer:
             raise CheckpointError(f"{self.out}: none of its {len(candidates)} checkpoints can be resumed from "
                                   f"(see the warnings); use a new --out")
 
-    def save(self) -> Path | None:
+    def save(self, interrupted_by: str = "") -> Path | None:
+        """A checkpoint of this step; interrupted_by (a signal's name) marks one saved between two
+        train.save_every steps, which stays out of the average (aiayn/training/run_files.py)."""
         if not self.dist.is_main:
             return None
-        ckpt_dir = self.out / "checkpoints"
-        path = ckpt_dir / f"step_{self.progress.step:08d}"
+        path = self.out / "checkpoints" / f"step_{self.progress.step:08d}"
+        info = {"step": self.progress.step, "epoch": self.progress.epoch}
         save_checkpoint(path, self.model, self.cfg, self.tokenizer, self.state_dict(), self.ema,
-                        {"step": self.progress.step, "epoch": self.progress.epoch})
-        write_text_atomic(self.out / "latest", path.name + "\n")
-        keep = max(self.tc.keep_last, self.tc.average_last)
-        for old in step_checkpoints(self.out)[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+                        {**info, "interrupted": interrupted_by} if interrupted_by else info)
+        write_text_atomic(self.out / "latest", path.name + "\n", follow_links=False)
+        prune_checkpoints(self.out, path, keep=max(self.tc.keep_last, self.tc.average_last))
         return path
 
     # ---- one optimizer step --------------------------------------------------------------------
@@ -323,8 +321,7 @@ class Trainer:
     def _log(self, record: dict, bar) -> None:
         if not self.dist.is_main:
             return
-        with open(self.out / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        append_line(self.out / "metrics.jsonl", json.dumps(record) + "\n")
         if "valid_loss" in record:
             bleu = f" | dev BLEU {record['bleu']:.2f}" if "bleu" in record else ""
             end = f" | lr 0 at step {record['end_step']}" if "end_step" in record else ""
@@ -438,11 +435,11 @@ class Trainer:
                     self.stop_reason = f"{self._signal or 'a signal in another process'}: saved, stopping"
                     bar.write(f"{self.stop_reason.split(':')[0]}: saving a checkpoint at step {p.step}")
                     if p.step % tc.save_every:
-                        self.save()
+                        self.save(interrupted_by=self._signal or "SIGTERM")
                     return self.out
         except KeyboardInterrupt:
             bar.write(f"interrupted: saving a checkpoint at step {p.step}")
-            self.save()
+            self.save(interrupted_by="SIGINT" if p.step % tc.save_every else "")
             raise
         finally:
             bar.close()
@@ -468,15 +465,8 @@ class Trainer:
     def _finish(self) -> None:
         """Final checkpoint, and the average of the last `average_last` checkpoints (§6.1)."""
         latest = self.out / "checkpoints" / f"step_{self.progress.step:08d}"
-        if self.dist.is_main and not latest.exists():
+        if self.dist.is_main and (not latest.exists() or interrupted(latest)):  # the last step's is regular
             self.save()
         D.barrier(self.dist)
         if self.dist.is_main and self.tc.average_last > 1:
-            last = step_checkpoints(self.out)[-self.tc.average_last:]
-            if len(last) > 1:
-                try:
-                    average_checkpoints(last, self.out / "average", force=True)
-                except OutputError as err:  # files of the user's in average/: keep them, skip the average
-                    log.warning("no new average written: %s", err)
-                    return
-                log.info("averaged %d checkpoints into %s", len(last), self.out / "average")
+            average_last(self.out, self.tc.average_last)
