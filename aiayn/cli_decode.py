@@ -298,6 +298,33 @@ def _test_set(args):
     return src, ref
 
 
+def _test_set_name(args) -> str:
+    """Where the test set's sources come from, as warnings name them (with the sentence's number)."""
+    return args.src if not args.dataset else f"{args.dataset} {args.split} {args.pair}"
+
+
+def _warn_truncated_lines(results, where: str, shown: int = 10) -> list[int]:
+    """The numbers (from 1) of the sources cut to the model's positions, each warned as translate warns it;
+    past `shown` of them, one line with their count and the first numbers."""
+    lines = [number for number, result in enumerate(results, start=1) if result.truncated]
+    if len(lines) <= shown:
+        _warn_truncated(results, where)
+    else:
+        print(f"warning: {where}: {len(lines)} sources are longer than the model's maximum source length (lines "
+              f"{', '.join(map(str, lines[:shown]))}, ...); translated only their beginnings, and scored so",
+              file=sys.stderr)
+    return lines
+
+
+def _print_comparison(compare: str, result: dict) -> None:
+    if result["identical"]:
+        print(f"vs {compare}: the outputs are identical, sentence for sentence (p = 1.0)")
+        return
+    for metric, r in result.items():
+        if isinstance(r, dict):
+            print(f"vs {compare}: {metric} {r['baseline']:.2f} -> {r['candidate']:.2f}, p = {r['p_value']:.4f}")
+
+
 def cmd_evaluate(args) -> int:
     import time
 
@@ -309,28 +336,30 @@ def cmd_evaluate(args) -> int:
     translator = _load_translator(args, args.model)
     _check_decode_args(translator, args, n_best=1, batch_size=64)
     start = time.perf_counter()
-    hyps = [r.text for r in translator.translate(sources, args.beam, 1, args.alpha,
-                                                 length_penalty_form=args.length_penalty_form,
-                                                 early_stopping=args.early_stopping)]
+    results = translator.translate(sources, args.beam, 1, args.alpha, length_penalty_form=args.length_penalty_form,
+                                   early_stopping=args.early_stopping)
     seconds = time.perf_counter() - start
+    hyps, truncated = [r.text for r in results], _warn_truncated_lines(results, _test_set_name(args))
     translator.close()  # its worker processes, if any: the comparison model may start its own
     if args.hyp_out:
         write_output_file(args.hyp_out, "".join(h + "\n" for h in hyps), inputs=[args.src, args.ref],
                      model_dirs=[args.model, args.compare, translator.model_dir])
     scores = evaluate_corpus(hyps, refs, args.bootstrap)
     report = {"model": str(translator.model_dir), "sentences": len(sources), "seconds": round(seconds, 1),
-              "engine": translator.engine, "scores": as_dicts(scores)}
+              "engine": translator.engine, "scores": as_dicts(scores), "truncated": truncated}
     if args.compute_type:
         report["compute_type"] = args.compute_type
     if translator.tokenizer.folds_case:
         report["lowercase_model"] = True  # trained with data.lowercase: only BLEU-lc compares with references
     if args.compare:
         other = _load_translator(args, args.compare)
-        other_hyps = [r.text for r in other.translate(sources, args.beam, 1, args.alpha,
-                                                      length_penalty_form=args.length_penalty_form,
-                                                      early_stopping=args.early_stopping)]
+        other_results = other.translate(sources, args.beam, 1, args.alpha,
+                                        length_penalty_form=args.length_penalty_form,
+                                        early_stopping=args.early_stopping)
         other.close()
-        report["compare"] = {"baseline": str(other.model_dir), **compare_systems(other_hyps, hyps, refs)}
+        report["compare"] = {"baseline": str(other.model_dir),
+                             "truncated": _warn_truncated_lines(other_results, f"{_test_set_name(args)} (--compare)"),
+                             **compare_systems([r.text for r in other_results], hyps, refs)}
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -342,10 +371,7 @@ def cmd_evaluate(args) -> int:
         ci = f"  95% CI [{s.ci_low:.2f}, {s.ci_high:.2f}]" if s.ci_low is not None else ""
         print(f"{s.name:8s} {s.score:6.2f}{ci}  {s.signature}")
     if args.compare:
-        for metric, r in report["compare"].items():
-            if isinstance(r, dict):
-                print(f"vs {args.compare}: {metric} {r['baseline']:.2f} -> {r['candidate']:.2f}, "
-                      f"p = {r['p_value']:.4f}")
+        _print_comparison(args.compare, report["compare"])
     return 0
 
 

@@ -79,7 +79,13 @@ def _bootstrap_interval(metric, hyps, refs, n_samples, seed):
 
 
 def compare_systems(baseline: list[str], candidate: list[str], refs: list[str], n_samples: int = 1000) -> dict:
-    """Paired bootstrap resampling (Koehn 2004) via sacreBLEU: is `candidate` significantly different?"""
+    """Paired bootstrap resampling (Koehn 2004) via sacreBLEU: is `candidate` significantly different?
+    -> {"identical": whether the outputs are, metric: {"baseline", "candidate", "p_value"}}.
+
+    sacreBLEU's p is (1 + the resamples whose centred |difference| is strictly above the observed one) /
+    (n + 1). Where a metric cannot tell the systems apart (identical outputs, or outputs that differ only in
+    what the metric ignores), every resampled difference is 0, none is above 0, and p is 1 / (n + 1) =
+    0.0010: "significant" for no difference at all. Such a metric's p is 1.0 here."""
     from sacrebleu.significance import PairedTest
 
     check_test_set(candidate, refs)
@@ -87,16 +93,26 @@ def compare_systems(baseline: list[str], candidate: list[str], refs: list[str], 
     if n_samples == 0:
         raise EvaluationError("compare_systems: n_samples=0; a significance test needs bootstrap samples")
     check_bootstrap(n_samples, "n_samples")
+    metrics = {"BLEU": BLEU(), "chrF": CHRF()}
+    out: dict = {"identical": baseline == candidate}
+    if out["identical"]:
+        for metric in metrics.values():
+            score = metric.corpus_score(candidate, [refs])  # keyed by its name, as sacreBLEU's test keys it
+            out[score.name] = {"baseline": round(score.score, 2), "candidate": round(score.score, 2), "p_value": 1.0}
+        return out
     named = [("baseline", baseline), ("candidate", candidate)]
-    test = PairedTest(named, {"BLEU": BLEU(), "chrF": CHRF()}, references=[refs], test_type="bs",
-                      n_samples=n_samples)
-    _, scores = test()
-    out = {}
-    for metric in (k for k in scores if k != "System"):
-        cand = scores[metric][1]
-        out[metric] = {"baseline": round(scores[metric][0].score, 2), "candidate": round(cand.score, 2),
-                       "p_value": cand.p_value}
+    _, scores = PairedTest(named, metrics, references=[refs], test_type="bs", n_samples=n_samples)()
+    for metric, name in zip(metrics.values(), [k for k in scores if k != "System"], strict=True):
+        base, cand = scores[name]
+        same = base.score == cand.score and _indistinguishable(metric, baseline, candidate, refs)
+        out[name] = {"baseline": round(base.score, 2), "candidate": round(cand.score, 2),
+                     "p_value": 1.0 if same else cand.p_value}
     return out
+
+
+def _indistinguishable(metric, a: list[str], b: list[str], refs: list[str]) -> bool:
+    """Whether `metric` sees the same sufficient statistics in every sentence of `a` and `b`."""
+    return metric._extract_corpus_statistics(a, [refs]) == metric._extract_corpus_statistics(b, [refs])
 
 
 def as_dicts(scores: list[Score]) -> list[dict]:
