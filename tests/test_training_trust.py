@@ -7,6 +7,8 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -191,3 +193,38 @@ def test_a_link_at_checkpoints_is_refused_naming_it(trained_run, tmp_path, capsy
     code, output = run_cli(train_args(run, "train.max_steps=12"), capsys)
     assert_user_error(code, output, f"{run / 'checkpoints'} is a symbolic link", "never through a link")
     assert _digest(mine) == before
+
+
+# ---- temporaries of killed runs ----------------------------------------------------------------------------
+KILLED_WHILE_ENCODING = """
+import os, signal, sys
+from aiayn.data import encoded
+from aiayn.cli import main
+
+def killed(pairs, tokenizer, max_len, tmp, source):
+    (tmp / "src.bin").write_bytes(bytes(4096))  # a part of the corpus, then kill -9
+    os.kill(os.getpid(), signal.SIGKILL)
+
+encoded.write_encoded = killed
+main(sys.argv[1:])
+"""
+
+
+def test_temporaries_of_a_killed_run_are_removed_by_the_next(tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = [str(a) for a in train_args(run, "train.max_steps=4")]
+    proc = subprocess.run([sys.executable, "-c", KILLED_WHILE_ENCODING, *argv], capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    (left,) = [p for p in (run / "encoded").iterdir() if p.name.endswith(".tmp")]
+    assert (left / "src.bin").is_file()
+    mine = [run / "encoded" / "notes.tmp", run / "encoded" / ".mine.tmp", run / ".notes.abcdefgh.tmp"]
+    for path in mine:
+        path.write_text("mine\n")
+    (run / ".config.yaml.k3j4h5g6.tmp").write_text("half a config")  # a killed write of the run's own files
+    code, output = run_cli(argv, capsys)
+    assert code == 0, output
+    assert not left.exists() and not (run / ".config.yaml.k3j4h5g6.tmp").exists()
+    assert all(path.read_text() == "mine\n" for path in mine)
+    (run / "checkpoints" / ".step_00000004.a1b2c3d4.tmp").mkdir()  # a checkpoint whose save was killed
+    assert run_cli([*argv, "--set", "train.max_steps=8"], capsys)[0] == 0
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_00000004", "step_00000008"]

@@ -16,6 +16,7 @@ import hashlib
 import itertools
 import json
 import logging
+import re
 import shutil
 import time
 from pathlib import Path
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2  # 2: meta.json holds every file's sha256
 CHUNK_PAIRS = 50_000  # pairs encoded per call: keeps the Python lists of one chunk small
+KEY_CHARS = 20  # a cache entry's name: that many hex digits of its key
+# aiayn.io.atomic_dir's names for an entry being written (.tmp) or replaced (.old): ".<key>.<8 random>.tmp"
+TEMPORARY = re.compile(rf"\.[0-9a-f]{{{KEY_CHARS}}}\.[a-z0-9_]{{8}}\.(?:tmp|old)")
 
 
 class EncodedCorpus:
@@ -124,14 +128,29 @@ def intact(path: Path) -> bool:
         return False
 
 
+def remove_temporaries(cache: Path) -> None:
+    """Entries half-written by a process that was killed (a corpus-sized `.<key>.<random>.tmp`): only aiayn's
+    names, and only for a caller that holds the lock of the directory (a run's .lock), so that no live process
+    is writing them."""
+    if not cache.is_dir() or cache.is_symlink():
+        return
+    for path in cache.iterdir():
+        if TEMPORARY.fullmatch(path.name):
+            log.info("removing %s, left by a stopped run", path)
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink()
+
+
 def encoded_corpus(pairs_factory, tokenizer, max_len: int | None, fingerprint: str, cache: Path,
-                   is_main: bool = True, barrier=lambda: None) -> EncodedCorpus:
+                   is_main: bool = True, barrier=lambda: None, *, locked: bool = False) -> EncodedCorpus:
     """The memory-mapped encoding of a corpus, from `cache/<key>` (key: the data's fingerprint, the
     tokenizer, max_len, this format), written there first when missing (by the main process only; the others
-    wait at `barrier`). pairs_factory() yields the corpus's (source, target) sentences."""
+    wait at `barrier`). pairs_factory() yields the corpus's (source, target) sentences. locked: the caller
+    holds the lock of the cache's directory, so temporaries found there are stale and removed."""
     key = hashlib.sha256(f"{FORMAT_VERSION}|{fingerprint}|{hashlib.sha256(tokenizer.proto).hexdigest()}|"
-                         f"{max_len}".encode()).hexdigest()[:20]
+                         f"{max_len}".encode()).hexdigest()[:KEY_CHARS]
     path = Path(cache) / key
+    if is_main and locked:
+        remove_temporaries(Path(cache))
     if is_main and not intact(path):
         from aiayn.io import atomic_dir
 

@@ -299,7 +299,7 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     tokenizer = _run_tokenizer(cfg, out, dist, init)
     check_same_run(out, cfg, fingerprint)
     train = encoded_corpus(lambda: iter_pairs(cfg.data, "train"), tokenizer, cfg.data.max_len, fingerprint,
-                           out / "encoded", dist.is_main, lambda: D.barrier(dist))
+                           out / "encoded", dist.is_main, lambda: D.barrier(dist), locked=True)
     if not len(train):
         raise AiaynError(f"training data: every pair is longer than data.max_len={cfg.data.max_len} subword "
                          f"tokens, so nothing is left to train on; raise data.max_len")
