@@ -228,3 +228,25 @@ def test_temporaries_of_a_killed_run_are_removed_by_the_next(tmp_path, capsys):
     (run / "checkpoints" / ".step_00000004.a1b2c3d4.tmp").mkdir()  # a checkpoint whose save was killed
     assert run_cli([*argv, "--set", "train.max_steps=8"], capsys)[0] == 0
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_00000004", "step_00000008"]
+
+
+# ---- a large validation set -------------------------------------------------------------------------------
+def test_a_large_validation_set_is_capped_with_a_warning(tmp_path, caplog):
+    from aiayn.config import load_config
+    from aiayn.training.run import prepare_run
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, count in (("train", 60), ("valid", 50)):
+        (data / f"{split}.en").write_text("".join(f"one {i}\n" for i in range(count)))
+        (data / f"{split}.de").write_text("".join(f"eins {i}\n" for i in range(count)))
+    files = ["data.dataset=files", f"data.train_src={data}/train.en", f"data.train_tgt={data}/train.de",
+             f"data.valid_src={data}/valid.en", f"data.valid_tgt={data}/valid.de", "data.vocab_size=30"]
+    trainer = prepare_run(load_config(None, [*TINY, *files, "data.max_valid_pairs=20"]), tmp_path / "run")
+    trainer.run_lock.close()
+    assert len(trainer.valid_examples) == 20
+    assert "50 pairs; validating on the first 20 (data.max_valid_pairs" in caplog.text
+    caplog.clear()
+    trainer = prepare_run(load_config(None, [*TINY, *files]), tmp_path / "whole")
+    trainer.run_lock.close()
+    assert len(trainer.valid_examples) == 50 and "max_valid_pairs" not in caplog.text

@@ -18,7 +18,7 @@ import torch
 
 from aiayn.checkpoint import load_checkpoint, resolve_model_dir
 from aiayn.config import ExperimentConfig, config_yaml, inherit_model, parse_yaml, to_dict
-from aiayn.data.datasets import iter_pairs, load_pairs, to_examples
+from aiayn.data.datasets import iter_pairs, to_examples
 from aiayn.data.encoded import EncodedCorpus, encoded_corpus
 from aiayn.data.fingerprint import data_fingerprint, files_fingerprint
 from aiayn.data.separate_tokenizer import SeparateTokenizer
@@ -243,6 +243,20 @@ def _valid_source(data) -> str:
     return f"{data.dataset} {data.valid_split}" if data.dataset == "multi30k" else data.dataset
 
 
+def _validation_pairs(data) -> list:
+    """The first data.max_valid_pairs pairs of the validation set (streamed: the rest is only counted), with a
+    warning naming the field when there are more."""
+    pairs, total = [], 0
+    for total, pair in enumerate(iter_pairs(data, "valid"), 1):
+        if total <= data.max_valid_pairs:
+            pairs.append(pair)
+    if total > data.max_valid_pairs:
+        log.warning("validation data (%s): %s pairs; validating on the first %s (data.max_valid_pairs; raise it "
+                    "to validate on more, at the cost of memory and time)", _valid_source(data), f"{total:,}",
+                    f"{data.max_valid_pairs:,}")
+    return pairs
+
+
 def _run_tokenizer(cfg, out: Path, dist: D.DistInfo, init: InitModel | None):
     """The run's tokenizer (trained, or --init-from's), and the model's vocabulary sizes and pad id from it."""
     tokenizer = _tokenizer(cfg, out, iter_pairs(cfg.data, "train"), dist, init.tokenizer.files() if init else None)
@@ -282,13 +296,14 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
         dev = torch.device("cuda", dist.local_rank)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
-    valid_pairs = load_pairs(cfg.data, "valid")
+    valid_pairs = _validation_pairs(cfg.data)
     files_sha256 = files_fingerprint(cfg.data)
     saved = _read_marker(out) if out.is_dir() else {}
     if files_sha256 is not None and saved.get("files_sha256") == files_sha256 and saved.get("data_sha256"):
         fingerprint = saved["data_sha256"]  # the same bytes as when this run last started
     else:
-        fingerprint = data_fingerprint(iter_pairs(cfg.data, "train"), valid_pairs)  # streamed, as below
+        # streamed, as below; the whole validation set, so that data.max_valid_pairs does not change it
+        fingerprint = data_fingerprint(iter_pairs(cfg.data, "train"), iter_pairs(cfg.data, "valid"))
     out.mkdir(parents=True, exist_ok=True)
     lock = lock_run(out) if dist.is_main else None
     if dist.is_main:
