@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from aiayn.data.fingerprint import sha256_of
+from aiayn.errors import OutputError
 from aiayn.io import atomic_dir
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ def cached(key: str, names: list[str], build: Callable[[Path], None], load: Call
             _write_marker(tmp)
     except _BuildFailed as failed:
         raise failed.error from None
-    except OSError as err:
+    except (OSError, OutputError) as err:  # atomic_dir says a full disk, a read-only cache ... as an OutputError
         log.warning("cannot keep the compiled decoder in %s (%s); it is compiled again next run", directory, err)
         return _build_for_this_run(build, load, names)
     try:
