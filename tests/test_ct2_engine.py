@@ -287,3 +287,21 @@ def test_a_damaged_cache_is_exported_again(short, caplog, damage):
     assert model_bin.read_bytes() == data
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and warnings[0].startswith(f"the CTranslate2 cache {short / 'ct2' / 'fp32'} is damaged")
+
+
+def test_an_unwritable_model_directory_is_one_line_naming_the_way_out(short, monkeypatch, capsys):
+    import errno
+
+    import aiayn.export
+
+    def full(model, cfg, tokenizer, out):
+        raise OSError(errno.ENOSPC, "No space left on device", str(out / "model.bin"))
+
+    monkeypatch.setattr(aiayn.export, "write_ctranslate2", full)
+    (short.parent / "in.txt").write_text("nine\n", encoding="utf-8")
+    code = main(["translate", "--model", str(short), "--input", str(short.parent / "in.txt"), "--engine", "ct2"])
+    err = capsys.readouterr().err
+    assert code == 2 and err == (f"aiayn translate: error: cannot write the CTranslate2 cache in {short / 'ct2'} (no "
+                                 f"space left on the device; nothing was written); make room or make the model "
+                                 f"directory writable, or use --engine native\n")
+    assert not (short / "ct2" / "fp32").exists()

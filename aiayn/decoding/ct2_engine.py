@@ -170,9 +170,10 @@ def _export(cache: Path, load_model, sources: dict, ctranslate2) -> None:
             marker = {"output": CACHE_KIND, "format": CACHE_FORMAT, "ctranslate2": ctranslate2.__version__,
                       "files": sorted(outputs), "sources": sources, "outputs": outputs}
             (tmp / EXPORT_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
-    except PermissionError as err:
-        raise AiaynError(f"cannot write the CTranslate2 cache in {cache.parent} ({err.strerror}); make the model "
-                         f"directory writable, or use --engine native") from None
+    except (PermissionError, OutputError) as err:  # atomic_dir words a write error (read-only, full) as an OutputError
+        reason = err.strerror if isinstance(err, PermissionError) else str(err).split(": could not write it: ")[-1]
+        raise AiaynError(f"cannot write the CTranslate2 cache in {cache.parent} ({reason}); make room or make the "
+                         f"model directory writable, or use --engine native") from None
 
 
 # ---- decoding ---------------------------------------------------------------------------------------------
