@@ -102,7 +102,7 @@ def cached(key: str, names: list[str], build: Callable[[Path], None], load: Call
     """The loaded files `names` of the cache directory `key`; build(directory) writes them first where the
     directory is missing, damaged or cannot be loaded. Returns [load(directory / name) for name in names]."""
     directory = cache_root() / key
-    if directory.exists() and _marker(directory) is None:  # not aiayn's (a 32-hex-digit name all the same)
+    if directory.exists() and _marker(directory) is None:  # not aiayn's, at its 32-hex-digit name: never replaced
         log.warning("%s holds files aiayn did not write; the compiled decoder is compiled for this run only: "
                     "move that directory away to keep it", directory)
         return _build_for_this_run(build, load, names)
