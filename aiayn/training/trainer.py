@@ -435,11 +435,11 @@ class Trainer:
                     self.stop_reason = f"{self._signal or 'a signal in another process'}: saved, stopping"
                     bar.write(f"{self.stop_reason.split(':')[0]}: saving a checkpoint at step {p.step}")
                     if p.step % tc.save_every:
-                        self.save(interrupted_by=self._signal or "SIGTERM")
+                        self.save(interrupted_by=self._signal or "a signal in another process")
                     return self.out
         except KeyboardInterrupt:
             bar.write(f"interrupted: saving a checkpoint at step {p.step}")
-            self.save(interrupted_by="SIGINT" if p.step % tc.save_every else "")
+            self.save(interrupted_by=(self._signal or "SIGINT") if p.step % tc.save_every else "")
             raise
         finally:
             bar.close()
