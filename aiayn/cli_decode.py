@@ -142,6 +142,9 @@ def add_parsers(sub) -> None:
                    "attention maps and sampling stay in the server's process; with --engine ct2, CTranslate2's "
                    "inter_threads (default: 1, the server's process alone)")
     p.add_argument("--compile", action="store_true", help=COMPILE_HELP)
+    p.add_argument("--max-client-connections", type=int, default=None, help="connections one client address may "
+                   "hold at once; 0 for no cap, e.g. behind a reverse proxy, where every client has the proxy's "
+                   "address (default: 64)")
 
 
 def _render(result, n_best: int, alignment: str | None = None) -> str:
@@ -415,9 +418,8 @@ def cmd_serve(args) -> int:
     from aiayn.errors import AiaynError
 
     try:
-        import uvicorn
-
         from aiayn.web.app import create_app
+        from aiayn.web.server import MAX_CLIENT_CONNECTIONS, ConnectionLimits, guarded_server
     except ImportError as err:
         raise AiaynError(f"aiayn serve needs the web extra: pip install 'aiayn[web]' ({err})") from err
     import torch
@@ -426,12 +428,17 @@ def cmd_serve(args) -> int:
 
     if not 0 <= args.threads <= 1024:
         raise AiaynError(f"--threads {args.threads}: give 0 (torch's default) or 1 to 1024")
+    per_client = MAX_CLIENT_CONNECTIONS if args.max_client_connections is None else args.max_client_connections
+    if per_client < 0:
+        raise AiaynError(f"--max-client-connections {per_client}: give 0 (no cap) or more")
     if args.threads:
         torch.set_num_threads(args.threads)
     translator = Translator.from_pretrained(args.model, engine=args.engine, compute_type=args.compute_type,
                                             workers=args.workers, compile=args.compile)
-    uvicorn.run(create_app(translator), host=args.host, port=args.port)
-    return 0
+    server = guarded_server(create_app(translator), host=args.host, port=args.port,
+                            limits=ConnectionLimits(per_client=per_client))
+    server.run()
+    return 0 if server.started else 1  # why not: uvicorn's error line above (e.g. the port is in use)
 
 
 COMMANDS = {"translate": cmd_translate, "evaluate": cmd_evaluate, "average": cmd_average,

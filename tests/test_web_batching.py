@@ -403,10 +403,15 @@ def test_ct2_serves_the_plain_endpoints_and_refuses_maps_by_name(ct2_translator)
 
 
 def test_cli_serve_with_ct2_serves_the_plain_api(ct2_translator, monkeypatch):
-    import uvicorn
+    from aiayn.web.server import GuardedServer
 
     served = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, host, port: served.update(app=app))
+
+    def run(server):
+        served.update(app=server.config.app)
+        server.started = True
+
+    monkeypatch.setattr(GuardedServer, "run", run)
     assert main(["serve", "--model", str(ct2_translator.model_dir), "--engine", "ct2", "--threads", "2"]) == 0
     client = TestClient(served["app"])
     assert client.get("/api/health").json()["engine"] == "ct2"
