@@ -90,14 +90,37 @@ def test_bad_worker_counts_are_refused(transformer_dir, workers):
         Translator.from_pretrained(transformer_dir, workers=workers)
 
 
-def test_a_dead_worker_is_a_clear_error(transformer_dir):
+def _kill_one_worker(pool) -> None:
+    """As the out-of-memory killer does; Python's executor then ends the other workers too."""
+    os.kill(next(iter(pool._pool._processes.values())).pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while pool.alive() == pool.workers and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_killed_worker_is_replaced(transformer_dir, one_thread):
     translator = Translator.from_pretrained(transformer_dir, workers=2)
-    for process in list(translator.pool._pool._processes.values()):
-        os.kill(process.pid, signal.SIGKILL)
-    with pytest.raises(AiaynError, match="worker process died"):
-        translator.translate(SENTENCES, beam=2, batch_size=1)
-    with pytest.raises(AiaynError, match="worker processes were closed"):
-        translator.translate(SENTENCES, beam=2)
+    expected = Translator.from_pretrained(transformer_dir).translate(SENTENCES, beam=2, batch_size=1)
+    _kill_one_worker(translator.pool)
+    assert translator.pool.alive() < 2
+    assert _summary(translator.translate(SENTENCES, beam=2, batch_size=1)) == _summary(expected)
+    assert translator.pool.alive() == 2
+    translator.close()
+
+
+def test_workers_that_keep_dying_are_a_clear_error(transformer_dir, monkeypatch):
+    from aiayn.decoding import workers
+
+    monkeypatch.setattr(workers, "MAX_REPLACEMENTS", 1)
+    translator = Translator.from_pretrained(transformer_dir, workers=2)
+    _kill_one_worker(translator.pool)
+    assert len(translator.translate(SENTENCES, beam=2)) == len(SENTENCES)  # replaced once
+    _kill_one_worker(translator.pool)
+    for _ in range(2):  # and no more: the same clear error every time
+        with pytest.raises(workers.WorkersDown, match="died 2 times in .* no longer replaced: restart with fewer"):
+            translator.translate(SENTENCES, beam=2)
+    assert translator.pool.alive() == 0 and translator.pool.down
+    translator.close()
 
 
 def test_a_pool_shut_down_by_another_thread_is_a_clear_error(transformer_dir):
@@ -218,3 +241,45 @@ def test_the_server_decodes_plain_requests_in_the_workers(pooled, transformer_di
     seeded = alone.sample([texts[0]], options=SamplingOptions(temperature=1.5, seed=11))[0]
     assert sampled.json()["translation"] == seeded.text
     assert [name.split("_")[0] for name in sampled_on] == ["aiayn-decode"]
+
+
+def test_the_server_replaces_a_killed_worker_and_health_says_so(transformer_dir, one_thread, monkeypatch):
+    """`aiayn serve --workers 2` with a worker killed: /api/health says so, the next plain request is
+    translated by new workers; when they died too often, plain requests get a 503 naming the cause, and
+    /api/health answers 503 "down"."""
+    import asyncio
+
+    import httpx
+
+    from aiayn.decoding import workers
+    from aiayn.web.app import create_app
+
+    translator = Translator.from_pretrained(transformer_dir, workers=2)
+    expected = Translator.from_pretrained(transformer_dir).translate(["forty five"], beam=2)[0].text
+    plain = {"text": "forty five", "beam": 2, "attention": False}
+
+    async def requests():
+        app = create_app(translator)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://aiayn") as client:
+            seen = [(await client.get("/api/health")).json()]
+            _kill_one_worker(translator.pool)
+            seen.append((await client.get("/api/health")).json())
+            seen.append(await client.post("/api/translate", json=plain))
+            seen.append((await client.get("/api/health")).json())
+            monkeypatch.setattr(workers, "MAX_REPLACEMENTS", 1)  # one replacement so far: no more
+            _kill_one_worker(translator.pool)
+            seen.append(await client.post("/api/translate", json=plain))
+            seen.append(await client.get("/api/health"))
+            return seen
+
+    try:
+        ok, degraded, translated, healed, refused, down = asyncio.run(requests())
+    finally:
+        translator.close()
+    assert ok["status"] == "ok" and ok["workers"] == {"alive": 2, "of": 2}
+    assert degraded["status"] == "degraded" and degraded["workers"]["alive"] < 2
+    assert translated.status_code == 200 and translated.json()["translation"] == expected, translated.text
+    assert healed["status"] == "ok" and healed["workers"] == {"alive": 2, "of": 2}
+    assert refused.status_code == 503 and "no longer replaced" in refused.json()["error"]
+    assert down.status_code == 503 and down.json()["status"] == "down"
+    assert down.json()["workers"] == {"alive": 0, "of": 2}

@@ -17,6 +17,7 @@ against 197-228 without (interleaved runs), and a full collection no longer stal
 """
 
 import gc
+import logging
 import multiprocessing
 import os
 import signal
@@ -30,8 +31,11 @@ from pathlib import Path
 
 from aiayn.errors import AiaynError
 
+log = logging.getLogger(__name__)
 _model = None  # the worker process's model (set by _start)
 PARENT_CHECK_S = 0.5  # how often a worker looks for its parent
+MAX_REPLACEMENTS = 3  # new sets of workers within REPLACEMENT_WINDOW_S; past that the pool is down
+REPLACEMENT_WINDOW_S = 600.0  # a server whose workers die every few minutes needs fewer --workers, not more forks
 
 
 def _start(model, model_dir: str, device: str, use_ema: bool, parent: int, compile: bool = False) -> None:
@@ -120,7 +124,18 @@ def _compile_here(model):
 
 
 def _closed() -> AiaynError:
-    return AiaynError("the decoding worker processes were closed (Translator.close, or one died): load the model again")
+    return AiaynError("the decoding worker processes were closed (Translator.close): load the model again")
+
+
+class WorkersDown(AiaynError):
+    """The worker processes died more often than they may be replaced: this pool decodes no more (a server
+    answers 503; its /api/health says so)."""
+
+
+def _shutdown(executors: list) -> None:
+    for executor in executors:
+        executor.shutdown(wait=True, cancel_futures=True)
+    executors.clear()
 
 
 class WorkerPool:
@@ -129,7 +144,12 @@ class WorkerPool:
     On Linux the workers are forked from this process and share its model's weights (start-up well under a
     second; no re-import of the caller's script). Elsewhere they are spawned and each loads the model from
     model_dir, and, as with any spawned process, the caller's script must guard its entry point with
-    `if __name__ == "__main__":`."""
+    `if __name__ == "__main__":`.
+
+    A worker that dies (the out-of-memory killer, kill -9) breaks the whole executor: Python ends the other
+    workers and fails every batch in flight. The next search() then starts a new set of workers, the same
+    way, and decodes its batches on them, once more; after MAX_REPLACEMENTS sets within
+    REPLACEMENT_WINDOW_S, the pool is down (WorkersDown). alive() says how many workers run now."""
 
     def __init__(self, *, model, model_dir: Path, workers: int, device: str = "cpu", use_ema: bool = False,
                  start_method: str | None = None, compile: bool = False):
@@ -139,30 +159,43 @@ class WorkerPool:
         if start_method not in (None, "fork", "spawn"):
             raise ValueError(f"start_method {start_method!r}: give \"fork\", \"spawn\" or None")
         self.workers = workers
-        fork = (start_method or ("fork" if sys.platform.startswith("linux") else "spawn")) == "fork"
-        if fork and compile:  # compiled once, here, and shared by the forked workers (see _compile_here)
+        self._fork = (start_method or ("fork" if sys.platform.startswith("linux") else "spawn")) == "fork"
+        if self._fork and compile:  # compiled once, here, and shared by the forked workers (see _compile_here)
             model = _compile_here(model)
-        if fork:  # Python's recipe for forked workers: the objects alive now (the model's, torch's: ~170k)
-            gc.collect()  # go to the permanent generation, so that no collection walks them again, here
-            gc.freeze()  # or in a worker, where walking them also copies the pages the worker shares
-        self._pool = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("fork" if fork else "spawn"), initializer=_start,
-            initargs=(model if fork else None, str(model_dir), str(device), use_ema, os.getpid(), compile))
+        self._initargs = (model if self._fork else None, str(model_dir), str(device), use_ema, os.getpid(), compile)
+        self._lock = threading.Lock()  # one replacement at a time (the server's batch threads share the pool)
+        self._replacements: list[float] = []  # when each new set of workers was started (time.monotonic)
+        self._down: str | None = None  # why the pool decodes no more
+        self._executors: list[ProcessPoolExecutor] = []  # the current one, for the finalizer below
         # Shut down (and wait for the executor's manager thread) when this pool is collected: an executor
         # merely dropped shuts down on that thread while the interpreter may be exiting, and Python 3.11's
         # exit hook then writes to the thread's closed pipe ("OSError: Bad file descriptor", seen in a run).
-        self._close = weakref.finalize(self, self._pool.shutdown, wait=True, cancel_futures=True)
+        self._close = weakref.finalize(self, _shutdown, self._executors)
+        self._pool = self._start_executor()
         self._wait_ready()
+
+    def _start_executor(self) -> ProcessPoolExecutor:
+        if self._fork:  # Python's recipe for forked workers: the objects alive now (the model's, torch's: ~170k)
+            gc.collect()  # go to the permanent generation, so that no collection walks them again, here
+            gc.freeze()  # or in a worker, where walking them also copies the pages the worker shares
+        executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(
+            "fork" if self._fork else "spawn"), initializer=_start, initargs=self._initargs)
+        self._executors[:] = [executor]
+        return executor
 
     def _wait_ready(self, timeout: float = 300.0) -> None:
         """Starts every worker and waits until each has taken the model, so that the first request (or a
-        benchmark's clock) does not pay for start-up. A worker that fails to start breaks the pool."""
+        benchmark's clock) does not pay for start-up. A worker that fails to start closes the pool."""
         seen: set[int] = set()
         deadline = time.monotonic() + timeout
         while len(seen) < self.workers:
             pings = [self._pool.submit(_pid) for _ in range(self.workers)]
             try:
-                seen.update(self._result(p, timeout=max(0.0, deadline - time.monotonic())) for p in pings)
+                seen.update(p.result(timeout=max(0.0, deadline - time.monotonic())) for p in pings)
+            except BrokenProcessPool:
+                self.close()
+                raise AiaynError(f"a decoding worker process died as it started (out of memory, or see any error "
+                                 f"above): run with fewer workers than {self.workers}, or without --workers") from None
             except TimeoutError:
                 for process in list(self._pool._processes.values()):  # stuck: shutdown would wait for them
                     process.kill()
@@ -170,37 +203,75 @@ class WorkerPool:
                 raise AiaynError(f"decoding workers: only {len(seen)} of {self.workers} started in {timeout:.0f} s; "
                                  f"run with fewer --workers, or without") from None
 
-    def _result(self, future: Future, timeout: float | None = None):
-        try:
-            return future.result(timeout)
-        except BrokenProcessPool:
-            raise self._died() from None
+    def alive(self) -> int:
+        """Worker processes running now (a server's /api/health reports it): all of them, or fewer after one
+        died and until the next search() replaces them, or 0 when the pool is down or closed."""
+        pool = self._pool
+        processes = getattr(pool, "_processes", None) or {}
+        return 0 if pool is None or pool._broken else sum(p.is_alive() for p in list(processes.values()))
 
-    def _died(self) -> AiaynError:
-        self.close()
-        return AiaynError(f"a decoding worker process died (out of memory, killed, or it could not start: see any "
-                          f"error above it): run again with fewer workers than {self.workers}, or without --workers")
+    @property
+    def down(self) -> str | None:
+        """Why this pool decodes no more (its workers died too often), or None."""
+        return self._down
 
     def search(self, batches: list[list[list[int]]], params, prefixes: list[list[list[int]]]) -> list[list]:
         """Batches of source ids (each a list of sentences) and their prefixes -> per batch, per sentence its
         n-best Hypotheses, in the order given. The longest batches start first; on an error (e.g. the time
-        budget) the batches not started are cancelled and the error is raised."""
-        pool = self._pool  # one read: a server's other batch thread may close it meanwhile
-        if pool is None:
-            raise _closed()
+        budget) the batches not started are cancelled and the error is raised. When a worker dies, the
+        batches are decoded again by a new set of workers (once)."""
+        for _ in range(2):
+            pool = self._pool  # one read: a server's other batch thread may replace it meanwhile
+            if pool is None:
+                raise WorkersDown(self._down) if self._down else _closed()
+            try:
+                return self._search_on(pool, batches, params, prefixes)
+            except BrokenProcessPool:  # at submit or in a result: this or an earlier call lost a worker
+                self._replace(pool)
+        raise WorkersDown(f"a decoding worker process died twice on the same {sum(map(len, batches))} sentences "
+                          f"(out of memory?); the workers were started again: send fewer or shorter sentences")
+
+    def _search_on(self, pool: ProcessPoolExecutor, batches, params, prefixes) -> list[list]:
         order = sorted(range(len(batches)), key=lambda b: -len(batches[b]) * max(map(len, batches[b])))
         futures: dict[int, Future] = {}
         try:
             for b in order:
                 futures[b] = pool.submit(_search, batches[b], params, prefixes[b])
-            return [self._result(futures[b]) for b in range(len(batches))]
-        except BrokenProcessPool:  # at submit: an earlier call found a worker dead
-            raise self._died() from None
+            return [futures[b].result() for b in range(len(batches))]
         except RuntimeError as err:  # at submit: "cannot schedule new futures after shutdown"
+            if isinstance(err, BrokenProcessPool):
+                raise
             raise _closed() from err
         finally:
             for future in futures.values():
                 future.cancel()
+
+    def _replace(self, broken: ProcessPoolExecutor) -> None:
+        """A new set of workers in place of the `broken` executor's, unless another thread started one
+        already; WorkersDown past MAX_REPLACEMENTS within REPLACEMENT_WINDOW_S."""
+        with self._lock:
+            if self._pool is not broken:  # replaced (or closed, or down) by another thread meanwhile
+                return
+            now = time.monotonic()
+            self._replacements = [t for t in self._replacements if now - t < REPLACEMENT_WINDOW_S]
+            broken.shutdown(wait=True, cancel_futures=True)
+            if len(self._replacements) >= MAX_REPLACEMENTS:
+                self._pool, self._down = None, (
+                    f"the decoding worker processes died {len(self._replacements) + 1} times in "
+                    f"{REPLACEMENT_WINDOW_S:.0f} s (out of memory, or killed) and are no longer replaced: restart "
+                    f"with fewer workers than {self.workers}, or without --workers")
+                log.error("%s", self._down)
+                raise WorkersDown(self._down)
+            self._replacements.append(now)
+            log.warning("a decoding worker process died (out of memory, or killed): starting %d new workers "
+                        "(%d of at most %d in %.0f s)", self.workers, len(self._replacements), MAX_REPLACEMENTS,
+                        REPLACEMENT_WINDOW_S)
+            self._pool = self._start_executor()
+            try:
+                self._wait_ready()
+            except AiaynError as err:  # the new workers did not start: the pool is closed
+                self._down = str(err)
+                raise WorkersDown(self._down) from None
 
     def close(self) -> None:
         self._close()  # once: later calls do nothing

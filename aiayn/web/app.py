@@ -39,6 +39,10 @@ Built to hold under load and abuse (every bound is a constant below):
   + 6 K numbers of at most 5 decimals for K <= MAX_SOURCE_TOKENS keys (under 0.5 MB for d_k = 64);
 - only aiayn's user errors (AiaynError) reach the client; anything else is logged and answered with a
   generic 500;
+- with worker processes (aiayn serve --workers N), a worker that dies (the out-of-memory killer) is
+  replaced by the next plain request, which is then translated as usual (aiayn.decoding.workers);
+  /api/health says {"status": "degraded", "workers": {"alive": k, "of": N}} until then. Workers that die
+  too often are not replaced: plain requests get 503 naming the cause, and /api/health a 503 "down";
 - while the app is served, the GIL switch interval is GIL_SWITCH_S, so the event loop waits less for it.
 No file path ever comes from a request: the model is fixed when the app is created."""
 
@@ -60,6 +64,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from aiayn.decoding.sampling import SamplingOptions
+from aiayn.decoding.workers import WorkersDown
 from aiayn.errors import AiaynError, BudgetExceeded
 from aiayn.inspect.capture import start_and_end
 from aiayn.inspect.qkv import attention_step
@@ -355,6 +360,8 @@ async def _answer(request: Request, limits: Limits, work) -> Response:
         # server's speed and load. No Retry-After: the same request would likely run out again.
         return _error(503, f"{err} ({limits.time_limit_s:g} s per request on this server); shorten the "
                            "text or use a smaller beam")
+    except WorkersDown as err:  # not the request's fault: the server's decoding processes are gone
+        return _error(503, str(err))
     except AiaynError as err:  # the user's mistake, in words meant for the user
         return _error(400, str(err))
     except Exception:  # a bug: its text may hold paths or internals, so it goes to the log only
@@ -414,9 +421,18 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
         return Response(json.dumps({"detail": errors}, ensure_ascii=True, default=str), status_code=422,
                         media_type="application/json")
 
+    worker_pool = getattr(translator, "pool", None)  # worker processes (aiayn serve --workers N), or None
+
     @app.get("/api/health")
-    async def health():
-        return health_info  # async and computed once: never waits for the model or its thread
+    async def health():  # async, and never waits for the model or its thread
+        if worker_pool is None:
+            return health_info
+        # a worker that died is replaced by the next plain request (WorkerPool.search); until then, or for
+        # good when they died too often (then plain requests get 503), fewer than all are alive
+        alive, of = worker_pool.alive(), worker_pool.workers
+        state = {**health_info, "status": "down" if worker_pool.down else "ok" if alive == of else "degraded",
+                 "workers": {"alive": alive, "of": of}}
+        return JSONResponse(state, status_code=503 if worker_pool.down else 200)
 
     @app.post("/api/translate")
     async def translate(req: TranslateRequest, request: Request):
