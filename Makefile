@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-slow demo lint clean
+.PHONY: test test-slow demo lint clean docs docs-check
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -22,8 +22,16 @@ test: $(STAMP) lint
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
+# the documentation site (mkdocs.yml, docs/): strict, so a broken link or reference fails; nothing is fetched
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d site
+
+# what `make test` runs of it (inside pytest): the strict build and every ```python block of docs/
+docs-check: $(STAMP)
+	$(PY) -m pytest -q tests/test_docs.py
+
 demo: $(STAMP)
 	$(VENV)/bin/aiayn demo --out runs/demo
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site

@@ -1,0 +1,61 @@
+"""The documentation site: every ```python block in docs/**/*.md runs (each in a fresh namespace), and the
+site builds with `mkdocs build --strict` (broken links and references fail) without fetching anything.
+
+A block is skipped when the line just above its fence is `<!-- no-test -->`."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+NO_TEST = "<!-- no-test -->"
+
+
+def python_blocks():
+    blocks = []
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for number, match in enumerate(FENCE.finditer(text), start=1):
+            before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
+            if before == NO_TEST:
+                continue
+            line = text.count("\n", 0, match.start()) + 2
+            blocks.append(pytest.param(match.group(1), id=f"{page.relative_to(DOCS)}:{line}"))
+    return blocks
+
+
+def test_the_docs_have_snippets():
+    assert len(python_blocks()) >= 24
+
+
+@pytest.mark.parametrize("code", python_blocks())
+def test_snippet_runs(code):
+    grad, threads = torch.is_grad_enabled(), torch.get_num_threads()
+    try:
+        exec(compile(code, "<docs snippet>", "exec"), {"__name__": "__docs__"})
+    finally:
+        torch.set_grad_enabled(grad)
+        torch.set_num_threads(threads)
+
+
+REMOTE = re.compile(r"""<(?:script|link|img)\b[^>]*\b(?:src|href)=["']?(?:https?:)?//""", re.I)
+
+
+def test_site_builds_strict_and_offline(tmp_path):
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("material")
+    site = tmp_path / "site"
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+                         cwd=DOCS.parent, capture_output=True, text=True,
+                         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    pages = list(site.rglob("*.html"))
+    assert (site / "ko" / "learn" / "01-seq2seq" / "index.html").exists()
+    fetched = [p for p in pages if REMOTE.search(p.read_text(encoding="utf-8"))]
+    assert not fetched, f"pages that load a remote script, stylesheet, font or image: {fetched[:5]}"
