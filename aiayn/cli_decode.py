@@ -169,87 +169,52 @@ def _load_translator(args, path: str):
                                       workers=args.workers, compile=args.compile)
 
 
-def _check_decode_args(translator, args, n_best: int, batch_size: int) -> None:
-    from aiayn.decoding.translator import check_options
-
-    beam = translator.decode_cfg.beam if args.beam is None else args.beam
-    alpha = getattr(args, "alpha", None)
-    alpha = translator.decode_cfg.length_penalty if alpha is None else alpha
-    check_options(beam, n_best, alpha, batch_size)
-    form = getattr(args, "length_penalty_form", None)
-    chosen = translator.length_penalty_form(form, alpha)  # ct2 with an explicit gnmt: refused here
-    translator.early_stopping(getattr(args, "early_stopping", None))  # ct2 with --no-early-stopping: refused here
-    if form is None and chosen != translator.decode_cfg.length_penalty_form and alpha != 0 and beam > 1:
+def _resolve_options(translator, options):
+    """The options checked against the loaded model and engine (before any input is read), with a note
+    where the ct2 engine scores with another length penalty form than the model's."""
+    resolved = translator.resolve(options)
+    model_form = translator.decode_cfg.length_penalty_form
+    if (resolved.sampling is None and options.length_penalty_form is None
+            and resolved.length_penalty_form != model_form and resolved.alpha != 0 and resolved.beam > 1):
         print(f"note: --engine ct2 scores with CTranslate2's length penalty |Y|^alpha (the hf form), not the "
-              f"model's {translator.decode_cfg.length_penalty_form}; a few beam outputs may differ from "
-              f"--engine native", file=sys.stderr)
-
-
-def _sampling_options(args):
-    """--sample's options (None without --sample); the sampling options without --sample, or --sample with
-    beam-search options, are refused."""
-    from aiayn.decoding.sampling import SamplingOptions
-    from aiayn.errors import AiaynError
-
-    names = ("temperature", "top_k", "top_p", "seed")
-    given = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) is not None]
-    if not args.sample:
-        if given:
-            raise AiaynError(f"{', '.join(given)} only with --sample (beam search does not sample)")
-        return None
-    beam_options = {"--beam": args.beam is not None, "--alpha": args.alpha is not None,
-                    "--alignment": args.alignment, "--n-best": args.n_best != 1,
-                    "--min-length": args.min_length != 0, "--no-repeat-ngram-size": args.no_repeat_ngram_size != 0,
-                    "--target-prefix": args.target_prefix is not None,
-                    "--early-stopping": args.early_stopping is not None}
-    clashes = [option for option, given in beam_options.items() if given]
-    if clashes:
-        raise AiaynError(f"--sample draws one translation per sentence: drop {', '.join(clashes)}")
-    defaults = SamplingOptions()
-    options = SamplingOptions(**{n: getattr(defaults, n) if getattr(args, n) is None else getattr(args, n)
-                                 for n in names})
-    options.check()
-    return options
+              f"model's {model_form}; a few beam outputs may differ from --engine native", file=sys.stderr)
+    return resolved
 
 
 def cmd_translate(args) -> int:
     from aiayn.data.corpus import iter_stream_lines, read_lines
-    from aiayn.decoding.translator import check_controls
+    from aiayn.decoding.options import options_from_args
     from aiayn.errors import AiaynError
     from aiayn.inspect.capture import word_alignment
     from aiayn.io import write_output_file
 
-    sampling = _sampling_options(args)  # option clashes first: before a model is loaded (or exported)
+    options = options_from_args(args)  # option clashes first: before a model is loaded (or exported)
+    if args.sample and args.target_prefix is not None:
+        raise AiaynError("--sample draws one translation per sentence: drop --target-prefix")
     if args.alignment and args.n_best != 1:
         raise AiaynError(f"--alignment comes from the best hypothesis's attention: use it with --n-best 1, "
                          f"not {args.n_best}")
-    if args.engine == "ct2" and (args.alignment or sampling):
+    if args.engine == "ct2" and (args.alignment or args.sample):
         raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} needs the native engine "
                          f"(--engine native): CTranslate2 gives neither aiayn's attention maps nor its sampling")
-    if args.workers > 1 and args.engine == "native" and (args.alignment or sampling):
+    if args.workers > 1 and args.engine == "native" and (args.alignment or args.sample):
         raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} decodes in this process (the maps and "
                          f"the samples come from its model): drop --workers {args.workers}")
-    check_controls(args.min_length, args.no_repeat_ngram_size, args.max_tokens)
     prefixes = read_lines(args.target_prefix) if args.target_prefix else None
     # with --compile a bad file fails before the model compiles (tens of seconds); else after a bad model
     lines = read_lines(args.input) if args.input and args.compile else None
     translator = _load_translator(args, args.model)
-    _check_decode_args(translator, args, args.n_best, args.batch_size)  # before reading stdin
+    options = _resolve_options(translator, options)  # before reading stdin
 
     def decode(lines: list[str], first_line: int = 0) -> list:
         """first_line: where `lines` start in the whole input (interactive mode decodes one at a time)."""
-        if sampling is not None:
-            return translator.sample(lines, options=sampling, batch_size=args.batch_size)
         prefix = None
         if prefixes is not None:
             if first_line + len(lines) > len(prefixes):
                 raise AiaynError(f"--target-prefix {args.target_prefix} has {len(prefixes)} lines, fewer than the "
                                  f"input's {first_line + len(lines)}: give one line per input line")
             prefix = prefixes[first_line: first_line + len(lines)]
-        return translator.translate(lines, args.beam, args.n_best, args.alpha, args.alignment, args.batch_size,
-                                    length_penalty_form=args.length_penalty_form, min_length=args.min_length,
-                                    no_repeat_ngram_size=args.no_repeat_ngram_size, target_prefix=prefix,
-                                    max_tokens=args.max_tokens, early_stopping=args.early_stopping)
+        return translator.translate(lines, options, target_prefix=prefix)
 
     def render(result) -> str:
         return _render(result, args.n_best, word_alignment(result, translator) if args.alignment else None)
@@ -331,16 +296,17 @@ def _print_comparison(compare: str, result: dict) -> None:
 def cmd_evaluate(args) -> int:
     import time
 
+    from aiayn.decoding.options import options_from_args
     from aiayn.evaluation import as_dicts, check_bootstrap, compare_systems, evaluate_corpus
     from aiayn.io import write_output_file
 
     check_bootstrap(args.bootstrap)  # before minutes of translation
     sources, refs = _test_set(args)
+    options = options_from_args(args)
     translator = _load_translator(args, args.model)
-    _check_decode_args(translator, args, n_best=1, batch_size=64)
+    options = _resolve_options(translator, options)
     start = time.perf_counter()
-    results = translator.translate(sources, args.beam, 1, args.alpha, length_penalty_form=args.length_penalty_form,
-                                   early_stopping=args.early_stopping)
+    results = translator.translate(sources, options)
     seconds = time.perf_counter() - start
     hyps, truncated = [r.text for r in results], _warn_truncated_lines(results, _test_set_name(args))
     translator.close()  # its worker processes, if any: the comparison model may start its own
@@ -356,9 +322,7 @@ def cmd_evaluate(args) -> int:
         report["lowercase_model"] = True  # trained with data.lowercase: only BLEU-lc compares with references
     if args.compare:
         other = _load_translator(args, args.compare)
-        other_results = other.translate(sources, args.beam, 1, args.alpha,
-                                        length_penalty_form=args.length_penalty_form,
-                                        early_stopping=args.early_stopping)
+        other_results = other.translate(sources, options_from_args(args))
         other.close()
         report["compare"] = {"baseline": str(other.model_dir),
                              "truncated": _warn_truncated_lines(other_results, f"{_test_set_name(args)} (--compare)"),
@@ -393,7 +357,7 @@ def cmd_attention(args) -> int:
     from aiayn.inspect.render import write_maps
 
     translator = Translator.from_pretrained(args.model)
-    _check_decode_args(translator, args, n_best=1, batch_size=1)
+    translator.resolve(beam=args.beam)
     from aiayn.io import check_output_file
 
     check_output_file(args.out, model_dirs=[args.model, translator.model_dir])

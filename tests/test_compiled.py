@@ -89,7 +89,7 @@ def test_beam_search_gives_the_eager_outputs(transformer_dir, one_thread):
     assert fast.compiled is not None
     for options in (dict(beam=4, n_best=2, batch_size=1), dict(beam=4, batch_size=3),
                     dict(beam=1, batch_size=2),  # one row per sentence: each step run twice
-                    dict(beam=4, min_length=2, no_repeat_ngram_size=2, target_prefix=["1"] * len(SENTENCES))):
+                    dict(beam=4, min_length=2, no_repeat_ngram_size=2, target_prefix=["zwei"] * len(SENTENCES))):
         want, got = alone.translate(SENTENCES, **options), fast.translate(SENTENCES, **options)
         assert [r.text for r in got] == [r.text for r in want]
         assert [r.score for r in got] == pytest.approx([r.score for r in want], abs=1e-5)

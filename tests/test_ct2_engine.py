@@ -137,9 +137,9 @@ def test_gnmt_length_penalty_with_ct2_is_refused(short, tmp_path, capsys):
         ct2.translate(["nine"], length_penalty_form="gnmt")
     with pytest.raises(AiaynError, match="beam-size finished hypotheses"):
         ct2.translate(["nine"], early_stopping=False)
-    assert ct2.early_stopping(None) is True and ct2.early_stopping(True) is True
-    assert ct2.length_penalty_form(None) == "hf"  # the model's default (gnmt) becomes CTranslate2's form
-    assert ct2.length_penalty_form("gnmt", alpha=0.0) == "hf"  # alpha 0: both forms are 1
+    assert ct2.resolve().early_stopping is True and ct2.resolve(early_stopping=True).early_stopping is True
+    assert ct2.resolve().length_penalty_form == "hf"  # the model's default (gnmt) becomes CTranslate2's form
+    assert ct2.resolve(length_penalty_form="gnmt", alpha=0.0).length_penalty_form == "hf"  # alpha 0: both are 1
     (tmp_path / "in.txt").write_text("nine\n", encoding="utf-8")
     code = main(["translate", "--model", str(short), "--input", str(tmp_path / "in.txt"), "--engine", "ct2",
                  "--length-penalty-form", "gnmt"])

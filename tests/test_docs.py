@@ -21,7 +21,7 @@ def python_blocks():
     blocks = []
     for page in sorted(DOCS.rglob("*.md")):
         text = page.read_text(encoding="utf-8")
-        for number, match in enumerate(FENCE.finditer(text), start=1):
+        for match in FENCE.finditer(text):
             before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
             if before == NO_TEST:
                 continue

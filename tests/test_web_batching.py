@@ -41,16 +41,15 @@ class Recording:
     def __init__(self, real: Translator, fail=None):
         self.real, self.fail, self.gate, self.calls = real, fail, threading.Event(), []
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
-        self.engine, self.early_stopping = real.engine, real.early_stopping
+        self.engine, self.resolve, self.decode_cfg = real.engine, real.resolve, real.decode_cfg
         self.parallel_batches = real.parallel_batches
 
-    def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
-        self.calls.append((list(sentences), beam))
+    def translate(self, sentences, options, target_prefix=None):
+        self.calls.append((list(sentences), options.beam))
         self.gate.wait(60)  # a failing test must not hang
         if self.fail:
             self.fail(sentences)
-        return self.real.translate(sentences, beam=beam, return_attention=return_attention,
-                                   max_output_len=max_output_len, time_limit=time_limit, **controls)
+        return self.real.translate(sentences, options, target_prefix=target_prefix)
 
 
 async def until(condition, what: str) -> None:

@@ -73,17 +73,16 @@ class Gated:
     def __init__(self, real: Translator, burn: bool = False):
         self.real, self.burn, self.gate = real, burn, threading.Event()
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
-        self.parallel_batches = real.parallel_batches
+        self.parallel_batches, self.resolve, self.decode_cfg = real.parallel_batches, real.resolve, real.decode_cfg
 
-    def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
+    def translate(self, sentences, options, target_prefix=None):
         deadline = time.monotonic() + 60  # a failing test must not hang
         while not self.gate.is_set() and time.monotonic() < deadline:
             if self.burn:
                 sum(range(10_000))
             else:
                 self.gate.wait(0.1)
-        return self.real.translate(sentences, beam=beam, return_attention=return_attention,
-                                   max_output_len=max_output_len, time_limit=time_limit, **controls)
+        return self.real.translate(sentences, options, target_prefix=target_prefix)
 
 
 @pytest.fixture(scope="module")
@@ -229,9 +228,9 @@ def test_budget_exceeded_is_503_without_retry_after(translator):
 class Broken:
     def __init__(self, real: Translator):
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
-        self.parallel_batches = real.parallel_batches
+        self.parallel_batches, self.resolve, self.decode_cfg = real.parallel_batches, real.resolve, real.decode_cfg
 
-    def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
+    def translate(self, sentences, options, target_prefix=None):
         raise RuntimeError("secret: /srv/aiayn/internal.py line 42")
 
 
@@ -276,13 +275,13 @@ class Largest:
 
     def __init__(self, real: Translator):
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
-        self.parallel_batches = real.parallel_batches
+        self.parallel_batches, self.resolve, self.decode_cfg = real.parallel_batches, real.resolve, real.decode_cfg
         model = real.model
         self.L_enc, self.L_dec = len(model.encoder_layers), len(model.decoder_layers)
         self.H = model.encoder_layers[0].self_attn.n_heads
 
-    def translate(self, sentences, beam, return_attention, max_output_len, time_limit, **controls):
-        S, T = MAX_SOURCE_TOKENS, max_output_len
+    def translate(self, sentences, options, target_prefix=None):
+        S, T = MAX_SOURCE_TOKENS, options.max_output_len
         maps = {"encoder_self": np.full((self.L_enc, self.H, S, S), 0.123),
                 "decoder_self": np.full((self.L_dec, self.H, T, T), 0.123),
                 "cross": np.full((self.L_dec, self.H, T, S), 0.123)}

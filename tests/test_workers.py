@@ -43,7 +43,7 @@ def test_workers_give_the_in_process_results(pooled, transformer_dir, one_thread
     assert alone.pool is None and pooled.pool.workers == 2
     options = dict(beam=3, n_best=2, batch_size=2)  # 3 batches of the 6 non-blank sentences: both workers busy
     assert _summary(pooled.translate(SENTENCES, **options)) == _summary(alone.translate(SENTENCES, **options))
-    controls = dict(beam=2, min_length=2, no_repeat_ngram_size=2, target_prefix=["1"] * len(SENTENCES),
+    controls = dict(beam=2, min_length=2, no_repeat_ngram_size=2, target_prefix=["zwei"] * len(SENTENCES),
                     early_stopping=True, length_penalty_form="hf", max_output_len=6, max_tokens=8)
     assert _summary(pooled.translate(SENTENCES, **controls)) == _summary(alone.translate(SENTENCES, **controls))
 
@@ -214,8 +214,13 @@ def test_the_server_decodes_plain_requests_in_the_workers(pooled, transformer_di
     searched, sampled_on = [], []
     search = pooled.pool.search
     pooled.pool.search = lambda batches, *rest: searched.append(list(map(len, batches))) or search(batches, *rest)
-    pooled.sample = lambda *a, **k: sampled_on.append(threading.current_thread().name) or Translator.sample(
-        pooled, *a, **k)
+
+    def translate(sentences, options=None, **rest):
+        if options is not None and options.sampling is not None:
+            sampled_on.append(threading.current_thread().name)
+        return Translator.translate(pooled, sentences, options, **rest)
+
+    pooled.translate = translate
 
     async def requests():
         app = create_app(pooled)
@@ -230,7 +235,7 @@ def test_the_server_decodes_plain_requests_in_the_workers(pooled, transformer_di
         batch, maps, sampled = asyncio.run(requests())
     finally:
         pooled.pool.search = search
-        del pooled.sample
+        del pooled.translate
     assert batch.status_code == 200 and maps.status_code == 200, (batch.text, maps.text)
     expected = alone.translate(texts, beam=3)
     assert [t["translation"] for t in batch.json()["translations"]] == [r.text for r in expected]

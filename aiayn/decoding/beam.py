@@ -150,6 +150,7 @@ def beam_search(model, src: torch.Tensor, params: SearchParams,
     table = _prefix_table(prefixes, device)
     if table is not None:  # room for the forced tokens and one more
         limits = torch.maximum(limits, (table >= 0).sum(1) + 1)
+    limits = limits.clamp_min(params.min_length + 1)  # room for min_length tokens and </s>, within the cap
     search = _Search(list(range(B)), limits.tolist(), torch.zeros(B, 1, device=device), [[] for _ in range(B)], table)
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     tokens = torch.full((B,), params.bos_id, dtype=torch.long, device=device)

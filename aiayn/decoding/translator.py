@@ -10,8 +10,9 @@ from pathlib import Path
 
 import torch
 
-from aiayn.decoding.beam import LP_FORMS, SearchParams, beam_search
+from aiayn.decoding.beam import SearchParams, beam_search
 from aiayn.decoding.greedy import max_lengths
+from aiayn.decoding.options import DecodeOptions, check_int
 from aiayn.decoding.sampling import SamplingOptions, sample_translations
 from aiayn.decoding.translate_batch import encode_sources, length_sorted_batches, max_positions, pad_batch
 from aiayn.errors import AiaynError
@@ -30,26 +31,6 @@ class Translation:
     truncated: bool = False  # the source was longer than the model's maximum and was cut
 
 
-MAX_ALPHA = 10.0  # ((5 + |Y|) / 6) ** alpha overflows a float for large alpha; useful values are below 2
-
-
-def _check_int(name: str, value, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise AiaynError(f"{name} must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise AiaynError(f"{name}={value} must be {bound}")
-
-
-def check_options(beam: int, n_best: int, alpha: float, batch_size: int) -> None:
-    """The decoding options of every entry point (API, CLI, server), checked in one place."""
-    _check_int("beam", beam, 1)
-    _check_int("n_best", n_best, 1, beam)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= MAX_ALPHA:
-        raise AiaynError(f"alpha (length penalty) must be a number in [0, {MAX_ALPHA:g}], got {alpha!r}")
-    _check_int("batch_size", batch_size, 1)
-
-
 def check_sentences(sentences, what: str = "sentence") -> None:
     """A list of text strings, each encodable as UTF-8 (argv and JSON can carry lone surrogates from
     bytes that were not UTF-8). what: how an error names one of them."""
@@ -63,13 +44,6 @@ def check_sentences(sentences, what: str = "sentence") -> None:
                              f"re-encode the input as UTF-8, e.g. iconv -t UTF-8") from None
 
 
-def check_controls(min_length: int, no_repeat_ngram_size: int, max_tokens: int | None) -> None:
-    _check_int("min_length", min_length, 0)
-    _check_int("no_repeat_ngram_size", no_repeat_ngram_size, 0)
-    if max_tokens is not None:
-        _check_int("max_tokens", max_tokens, 1)
-
-
 def check_prefixes(prefixes, n_sentences: int) -> None:
     """None, or one text per sentence ("" for none), valid UTF-8 like the sentences."""
     if prefixes is None:
@@ -80,6 +54,12 @@ def check_prefixes(prefixes, n_sentences: int) -> None:
                          f"sentence (\"\" for none)")
 
 
+def unwritable(tokenizer, text: str) -> list[str]:
+    """The characters of `text` the tokenizer's target side can only write as <unk>, each once, in order."""
+    chars = dict.fromkeys(c for c in text if not c.isspace())
+    return [c for c in chars if tokenizer.unk_id in tokenizer.encode_target([c])[0]]
+
+
 ENGINES = ("native", "ct2")
 
 
@@ -87,7 +67,7 @@ MAX_WORKERS_PER_CORE = 4  # beyond the cores workers only wait for each other; f
 
 
 def check_workers(workers: int) -> None:
-    _check_int("workers", workers, 1)
+    check_int("workers", workers, 1)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if workers > MAX_WORKERS_PER_CORE * cores:
         raise AiaynError(f"--workers {workers}: this process may use {cores} CPU cores, and workers beyond the cores "
@@ -195,34 +175,12 @@ class Translator:
     def engine(self) -> str:
         return "native" if self.ct2 is None else "ct2"
 
-    def length_penalty_form(self, form: str | None = None, alpha: float | None = None) -> str:
-        """The length penalty's form for a request (None: the model's decode.length_penalty_form).
-        CTranslate2 has only |Y|^alpha, aiayn's "hf" form: with the ct2 engine the model's default becomes
-        hf, and an explicit gnmt is refused (unless alpha is 0, where both forms are 1)."""
-        alpha = self.decode_cfg.length_penalty if alpha is None else alpha
-        chosen = self.decode_cfg.length_penalty_form if form is None else form
-        if chosen not in LP_FORMS:
-            raise AiaynError(f"length_penalty_form must be one of {', '.join(LP_FORMS)}, got {chosen!r}")
-        if self.ct2 is None or chosen == "hf":
-            return chosen
-        if form is not None and alpha != 0:
-            raise AiaynError("--length-penalty-form gnmt ((5 + |Y|) / 6)^alpha: CTranslate2 has only |Y|^alpha; "
-                             "use --length-penalty-form hf (the default with --engine ct2), or --engine native")
-        return "hf"
-
-    def early_stopping(self, value: bool | None = None) -> bool:
-        """Whether a request's beam search ends a sentence at K finished hypotheses (None: the model's
-        decode.early_stopping). CTranslate2 always does (patience 1): with the ct2 engine the default becomes
-        True, and an explicit False is refused."""
-        if value is not None and not isinstance(value, bool):
-            raise AiaynError(f"early_stopping must be true or false, got {value!r}")
-        if self.ct2 is None:
-            return self.decode_cfg.early_stopping if value is None else value
-        if value is False:
-            raise AiaynError("early_stopping false (--no-early-stopping: search on while a live hypothesis could "
-                             "still win): CTranslate2 ends a sentence at beam-size finished hypotheses; drop it, or "
-                             "use --engine native")
-        return True
+    def resolve(self, options: DecodeOptions | None = None, **overrides) -> DecodeOptions:
+        """The options a call runs with: `options` (default: DecodeOptions()) with `overrides`, the model's
+        decode settings filled in, checked against this model and engine (DecodeOptions.for_model)."""
+        options = (options or DecodeOptions()).overridden(**overrides)
+        return options.for_model(self.decode_cfg, vocab_size=self.tokenizer.tgt_vocab_size,
+                                 max_positions=self.max_positions, engine=self.engine)
 
     @property
     def parallel_batches(self) -> int:
@@ -236,68 +194,53 @@ class Translator:
     def arch(self) -> str:
         return "rnn" if hasattr(self.model, "encoder") else "transformer"
 
-    def translate(self, sentences: list[str], beam: int | None = None, n_best: int = 1,
-                  alpha: float | None = None, return_attention: bool = False,
-                  batch_size: int = 64, *, max_output_len: int | None = None,
-                  time_limit: float | None = None, length_penalty_form: str | None = None,
-                  min_length: int = 0, no_repeat_ngram_size: int = 0, target_prefix: list[str] | None = None,
-                  max_tokens: int | None = None, early_stopping: bool | None = None,
-                  spread: bool = True) -> list[Translation]:
-        """Beam-search translations, in input order. max_output_len caps every output's length (tokens);
-        time_limit (seconds) bounds the whole call: past it, BudgetExceeded. length_penalty_form: "gnmt"
-        or "hf" (default: the model's decode.length_penalty_form; see aiayn.decoding.beam).
-        min_length: output tokens before </s> may end a translation; no_repeat_ngram_size: no n-gram twice
-        in an output (0: off); target_prefix: per sentence a text the translation must start with ("" for
-        none; the search continues after it). max_tokens: batches hold at most this many source tokens,
-        padding included (as fairseq's --max-tokens and CTranslate2's batch_type "tokens"), and at most
-        batch_size sentences. early_stopping: end a sentence's search at K finished hypotheses (default: the
-        model's decode.early_stopping, see Translator.early_stopping). With the ct2 engine: the form is hf
-        (see length_penalty_form), early stopping is on, attention is refused, and time_limit is checked
-        between CTranslate2 calls (one for all sentences, then one per length limit reached, see ct2_engine).
-        spread: with parallel_batches > 1, cut the call into a multiple of that many batches of about equal
-        size, so that every worker is busy to the end (even_batch_size); False: batches of batch_size, as
-        in one process (the server, which gives each worker a batch of its own, passes False)."""
-        beam = self.decode_cfg.beam if beam is None else beam
-        alpha = self.decode_cfg.length_penalty if alpha is None else alpha
-        check_options(beam, n_best, alpha, batch_size)
-        check_controls(min_length, no_repeat_ngram_size, max_tokens)
-        form = self.length_penalty_form(length_penalty_form, alpha)
-        early_stopping = self.early_stopping(early_stopping)
-        if return_attention and self.ct2 is not None:
-            raise AiaynError("attention maps need the native engine (--engine native): CTranslate2 returns at "
-                             "most one averaged cross-attention matrix, not aiayn's maps of every layer and head")
+    def translate(self, sentences: list[str], options: DecodeOptions | None = None, *,
+                  target_prefix: list[str] | None = None, **overrides) -> list[Translation]:
+        """Translations of `sentences`, in input order, by beam search (or sampling: options.sampling).
+        options: a DecodeOptions (default: the model's own decode settings); overrides: any of its fields
+        by name, e.g. translate(lines, beam=5, n_best=2). target_prefix: per sentence a text the translation
+        must start with ("" for none; the search continues after it). With the ct2 engine the length
+        penalty's form is hf and early stopping is on (DecodeOptions.for_model), and time_limit is checked
+        between CTranslate2 calls (one for all sentences, then one per length limit reached)."""
+        options = self.resolve(options, **overrides)
         check_sentences(sentences)
         check_prefixes(target_prefix, len(sentences))
-        if max_output_len is not None:
-            _check_int("max_output_len", max_output_len, 1)
-        deadline = None if time_limit is None else time.monotonic() + time_limit
-        tok = self.tokenizer
-        max_output_len = min(max_output_len or self.max_positions, self.max_positions)  # step t reads position t
+        if options.sampling is not None:
+            if target_prefix is not None:
+                raise AiaynError("sampling draws one translation per sentence: drop target_prefix")
+            deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
+            return sample_translations(self, sentences, options.sampling, options.batch_size,
+                                       options.max_output_len, deadline)
         results, filled, sources, truncated = self.prepare(sentences)
-        prefixes = self._prefix_ids(target_prefix, filled, max_output_len)
-        params = SearchParams(bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, beam=beam, alpha=alpha,
-                              lp_form=form, max_len_a=self.decode_cfg.max_len_a, max_len_b=self.decode_cfg.max_len_b,
-                              max_output_len=max_output_len, n_best=n_best, min_length=min_length,
-                              no_repeat_ngram_size=no_repeat_ngram_size, early_stopping=early_stopping,
-                              return_attention=return_attention, deadline=deadline)
-        pooled = self.pool is not None and not return_attention  # maps come from this process's model
-        parallel = 1 if return_attention else self.parallel_batches
-        if spread and parallel > 1 and max_tokens is None and sources:  # every worker busy to the end
+        prefixes = self._prefix_ids(target_prefix, filled, options.max_output_len)
+        params = self._search_params(options)
+        batch_size, parallel = options.batch_size, 1 if options.return_attention else self.parallel_batches
+        if options.spread and parallel > 1 and options.max_tokens is None and sources:  # all busy to the end
             batch_size = even_batch_size(len(sources), batch_size, parallel)
         if self.ct2 is not None:
-            self._translate_ct2(results, filled, sources, truncated, params, prefixes, batch_size, max_tokens)
+            self._translate_ct2(results, filled, sources, truncated, params, prefixes, batch_size, options.max_tokens)
             return results
-        batches = length_sorted_batches([len(s) for s in sources], batch_size, max_tokens)
-        if pooled:
+        batches = length_sorted_batches([len(s) for s in sources], batch_size, options.max_tokens)
+        if self.pool is not None and not options.return_attention:  # maps come from this process's model
             found = self.pool.search([[sources[i] for i in b] for b in batches], params,
                                      [[prefixes[i] for i in b] for b in batches])
         else:
             found = (self._search_here([sources[i] for i in b], params, [prefixes[i] for i in b]) for b in batches)
         for indices, nbest in zip(batches, found):
             for row, i in enumerate(indices):
-                results[filled[i]] = self._result(nbest[row], sources[i], return_attention)
+                results[filled[i]] = self._result(nbest[row], sources[i], options.return_attention)
                 results[filled[i]].truncated = truncated[i]
         return results
+
+    def _search_params(self, options: DecodeOptions) -> SearchParams:
+        tok, cfg = self.tokenizer, self.decode_cfg
+        deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
+        return SearchParams(bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, beam=options.beam,
+                            alpha=options.alpha, lp_form=options.length_penalty_form, max_len_a=cfg.max_len_a,
+                            max_len_b=cfg.max_len_b, max_output_len=options.max_output_len, n_best=options.n_best,
+                            min_length=options.min_length, no_repeat_ngram_size=options.no_repeat_ngram_size,
+                            early_stopping=options.early_stopping, return_attention=options.return_attention,
+                            deadline=deadline)
 
     def _search_here(self, sources: list[list[int]], params: SearchParams, prefixes: list[list[int]]) -> list:
         """One batch's beam search in this process -> per sentence its n-best Hypotheses."""
@@ -313,6 +256,10 @@ class Translator:
         texts = [target_prefix[i] for i in filled]
         ids = [p if text.strip() else [] for p, text in zip(self.tokenizer.encode_target(texts), texts)]
         for number, p in zip(filled, ids):
+            if self.tokenizer.unk_id in p:
+                chars = unwritable(self.tokenizer, target_prefix[number])
+                raise AiaynError(f"target prefix {number + 1}: the model cannot write {' '.join(chars)} (not in "
+                                 f"its target vocabulary), so no translation could start with it: leave them out")
             if len(p) >= max_output_len:
                 raise AiaynError(f"target prefix {number + 1}: {len(p)} tokens, but outputs are at most "
                                  f"{max_output_len} tokens with </s>: shorten it")
@@ -333,22 +280,17 @@ class Translator:
     def sample(self, sentences: list[str], *, options: SamplingOptions, batch_size: int = 64,
                max_output_len: int | None = None, time_limit: float | None = None) -> list[Translation]:
         """Sampled translations (temperature, top-k, top-p; reproducible with options.seed), in input order;
-        each Translation's score is the summed log-probability of its tokens. Native engine only."""
-        if self.ct2 is not None:
-            raise AiaynError("sampling needs the native engine (--engine native)")
-        check_sentences(sentences)
-        _check_int("batch_size", batch_size, 1)
-        if max_output_len is not None:
-            _check_int("max_output_len", max_output_len, 1)
-        deadline = None if time_limit is None else time.monotonic() + time_limit
-        return sample_translations(self, sentences, options, batch_size, max_output_len, deadline)
+        each Translation's score is the summed log-probability of its tokens. Native engine only. The same
+        as translate(sentences, sampling=options, ...)."""
+        return self.translate(sentences, sampling=options, batch_size=batch_size, max_output_len=max_output_len,
+                              time_limit=time_limit)
 
     def _translate_ct2(self, results, filled, sources, truncated, params: SearchParams, prefixes, batch_size,
                        max_tokens) -> None:
         tok = self.tokenizer
         limits = max_lengths(pad_batch(sources, tok.pad_id, "cpu"), tok.pad_id, params.max_len_a, params.max_len_b,
                              params.max_output_len).tolist() if sources else []  # the native engine's a * |x| + b
-        limits = [max(limit, len(p) + 1) for limit, p in zip(limits, prefixes)]  # as beam_search: room after it
+        limits = [max(limit, len(p) + 1, params.min_length + 1) for limit, p in zip(limits, prefixes)]  # as beam_search
         nbest = self.ct2.translate(sources, limits, params, prefixes, batch_size, max_tokens)
         for i, hyps in enumerate(nbest):
             ids, score = hyps[0]

@@ -63,6 +63,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from aiayn.decoding.options import DecodeOptions
 from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.workers import WorkersDown
 from aiayn.errors import AiaynError, BudgetExceeded
@@ -128,38 +129,39 @@ class SamplingRequest(BaseModel):
     seed: int | None = Field(None, ge=0, lt=2**63)
 
 
+@dataclass(frozen=True)
+class BatchKey:
+    """What every sentence of one batched call shares: its options. A seeded sample is drawn alone (`alone`:
+    an object of its own): in a batch, one generator draws for every row, so its result would depend on its
+    neighbours."""
+
+    options: DecodeOptions
+    alone: object | None = None
+
+
 class DecodingControls(BaseModel):
-    """The decoding controls of both translate endpoints: beam search's, or sampling instead of it."""
+    """The decoding controls of both translate endpoints over JSON (types and this server's bounds);
+    the rules of their values and combinations are DecodeOptions'."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # strict: "4" or true is no beam size
-    beam: int = Field(4, ge=1, le=MAX_BEAM)
+    beam: int | None = Field(None, ge=1, le=MAX_BEAM)  # None: the model's decode.beam
     n_best: int = Field(1, ge=1, le=MAX_BEAM)  # hypotheses per text (plain mode), at most the beam
     min_length: int = Field(0, ge=0, le=MAX_OUTPUT_TOKENS)  # output subwords before </s> may end it
     no_repeat_ngram_size: int = Field(0, ge=0, le=MAX_OUTPUT_TOKENS)  # 0: off
     early_stopping: bool | None = None  # done at `beam` finished hypotheses (None: the model's default)
     sampling: SamplingRequest | None = None  # one sampled translation instead of beam search (plain only)
 
-    def batch_key(self) -> tuple:
-        """What every sentence of one batched call shares. A seeded sample is drawn alone (a key of its own):
-        in a batch, one generator draws for every row, so its result would depend on its neighbours."""
-        if self.sampling is None:
-            return ("beam", self.beam, self.n_best, self.min_length, self.no_repeat_ngram_size, self.early_stopping)
-        s = self.sampling
-        return ("sample", s.temperature, s.top_k, s.top_p, s.seed, object() if s.seed is not None else None)
+    def options(self, limits: "Limits", *, attention: bool = False) -> DecodeOptions:
+        sampling = None if self.sampling is None else SamplingOptions(**self.sampling.model_dump())
+        return DecodeOptions(beam=self.beam, n_best=self.n_best, min_length=self.min_length,
+                             no_repeat_ngram_size=self.no_repeat_ngram_size, early_stopping=self.early_stopping,
+                             sampling=sampling, return_attention=attention, max_output_len=limits.max_output_tokens,
+                             time_limit=limits.time_limit_s, spread=False)
 
-    def check_combinations(self) -> None:
-        """n_best at most the beam; sampling draws one plain translation: beam-search controls with it are
-        refused, as in the CLI."""
-        if self.sampling is None:
-            if self.n_best > self.beam:
-                raise AiaynError(f"n_best={self.n_best} must be at most the beam ({self.beam})")
-            return
-        beam_only = [name for name in ("beam", "n_best", "min_length", "no_repeat_ngram_size", "early_stopping",
-                                       "target_prefix", "target_prefixes") if name in self.model_fields_set]
-        if beam_only:
-            raise AiaynError(f"sampling draws one translation per text: drop {', '.join(beam_only)}")
-        if getattr(self, "attention", False):
-            raise AiaynError("sampling gives plain translations: send \"attention\": false")
+    def batch_key(self, limits: "Limits") -> BatchKey:
+        options = self.options(limits)
+        return BatchKey(options, object() if options.sampling is not None and options.sampling.seed is not None
+                        else None)
 
 
 class TranslateRequest(DecodingControls):
@@ -238,10 +240,9 @@ def _translate(translator, limits: Limits, req: TranslateRequest) -> bytes:
     thread: megabytes of floats serialised on the event loop would stall every other request."""
     tok = translator.tokenizer
     _source_length(tok, req.text)
-    result = translator.translate([req.text], beam=req.beam, return_attention=True,
-                                  max_output_len=limits.max_output_tokens, time_limit=limits.time_limit_s,
-                                  min_length=req.min_length, no_repeat_ngram_size=req.no_repeat_ngram_size,
-                                  early_stopping=req.early_stopping, target_prefix=[req.target_prefix])[0]
+    if req.sampling is not None:
+        raise AiaynError("sampling gives plain translations: send \"attention\": false")
+    result = translator.translate([req.text], req.options(limits, attention=True), target_prefix=[req.target_prefix])[0]
     # as aiayn.inspect.capture: one target token per decoder step, </s> included when the output ended
     steps = result.attention["cross"].shape[-2]
     start, end = start_and_end(tok)  # <s> (<pad> for Marian models) and </s>
@@ -268,29 +269,27 @@ def _step(translator, req: StepRequest) -> bytes:
                                  req.head, req.query)).encode()
 
 
-def _decode_plain(translator, limits: Limits, model_pool, key: tuple, items: list[tuple[str, str]]) -> list:
+def _decode_plain(translator, model_pool, key: BatchKey, items: list[tuple[str, str]]) -> list:
     """A batch of plain translations (the batcher's decode, on a batch thread): one Translator call, each
-    batch of a pooled translator on one worker. key: DecodingControls.batch_key(); items: (text, target
-    prefix). model_pool: where this process's model runs when the batch threads are others (else None)."""
+    batch of a pooled translator on one worker. items: (text, target prefix). model_pool: where this
+    process's model runs when the batch threads are others (else None); sampling runs there, in turn with
+    the maps and steps."""
     texts, prefixes = [text for text, _ in items], [prefix for _, prefix in items]
-    bounds = dict(max_output_len=limits.max_output_tokens, time_limit=limits.time_limit_s)
-    if key[0] == "sample":  # in this process: on the model's thread, in turn with the maps and steps
-        _, temperature, top_k, top_p, seed, _ = key
-        options = SamplingOptions(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-        sample = partial(translator.sample, texts, options=options, **bounds)
-        return sample() if model_pool is None else model_pool.submit(sample).result()
-    _, beam, n_best, min_length, no_repeat_ngram_size, early_stopping = key
-    return translator.translate(texts, beam=beam, n_best=n_best, return_attention=False, min_length=min_length,
-                                no_repeat_ngram_size=no_repeat_ngram_size, early_stopping=early_stopping,
-                                target_prefix=prefixes if any(prefixes) else None, spread=False, **bounds)
+    decode = partial(translator.translate, texts, key.options, target_prefix=prefixes if any(prefixes) else None)
+    if key.options.sampling is None or model_pool is None:
+        return decode()
+    return model_pool.submit(decode).result()
 
 
 async def _translate_plain(batcher: Batcher, translator, limits: Limits, req: DecodingControls, texts: list[str],
                            prefixes: list[str], batch: bool) -> bytes:
     """Plain translations of `texts` through the batcher -> the JSON of /api/translate (one text,
     attention false) or of /api/translate_batch. Every text is checked before any is queued."""
-    req.check_combinations()
-    translator.early_stopping(req.early_stopping)  # refused here, not in a batch (ct2 with false)
+    if req.sampling is not None and (getattr(req, "attention", False) or any(prefixes)):
+        raise AiaynError("sampling draws one plain translation per text: send \"attention\": false and no "
+                         "target prefix")
+    key = req.batch_key(limits)
+    translator.resolve(key.options)  # refused here, not in a batch (e.g. ct2 with early_stopping false)
     tokenizer = translator.tokenizer
     where = (lambda i: f"texts[{i}]: ") if batch else (lambda i: "")
     lengths = [_source_length(tokenizer, text, blank_ok=batch, where=where(i)) for i, text in enumerate(texts)]
@@ -301,8 +300,8 @@ async def _translate_plain(batcher: Batcher, translator, limits: Limits, req: De
         if len(tokenizer.encode_target([prefix])[0]) >= limits.max_output_tokens:
             raise AiaynError(f"{where(i)}the target prefix is longer than this server's outputs "
                              f"({limits.max_output_tokens} subwords with </s>): shorten it")
-    beam = 1 if req.sampling is not None else req.beam
-    results = await batcher.translate(req.batch_key(), list(zip(texts, prefixes)), [n * beam for n in lengths])
+    beam = 1 if req.sampling is not None else (req.beam or translator.decode_cfg.beam)
+    results = await batcher.translate(key, list(zip(texts, prefixes)), [n * beam for n in lengths])
     if batch:
         return _dumps({"translations": [_plain_json(r, req.n_best) for r in results]}).encode()
     r = results[0]
@@ -388,7 +387,7 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
     # (sampling) still takes its turn on `pool`.
     in_flight = translator.parallel_batches
     batch_pool = pool if in_flight == 1 else ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="aiayn-batch")
-    batcher = Batcher(partial(_decode_plain, translator, limits, None if batch_pool is pool else pool), batch_pool,
+    batcher = Batcher(partial(_decode_plain, translator, None if batch_pool is pool else pool), batch_pool,
                       max_batch=limits.max_batch, max_work=MAX_BATCH_WORK, max_wait_s=limits.max_wait_s,
                       rejoin_s=limits.rejoin_s, capacity=limits.queued, in_flight=in_flight)
     health_info = {"status": "ok", "arch": translator.arch, "engine": engine,
