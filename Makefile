@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-slow demo lint clean docs docs-check
+.PHONY: test test-fast test-slow demo lint clean docs docs-check
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -16,8 +16,13 @@ $(STAMP): pyproject.toml
 lint: $(STAMP)
 	$(PY) -m ruff check aiayn tests bench
 
+# every test (what CI runs)
 test: $(STAMP) lint
 	$(PY) -m pytest -q
+
+# the everyday tier: everything but the tests marked slow (browser, compiling, workers, training runs)
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
