@@ -29,6 +29,7 @@ class Translation:
     n_best: list[tuple[str, float]] = field(default_factory=list)
     attention: dict | None = None  # numpy arrays: "cross" (L, H, T, S), "decoder_self" (L, H, T, T), ...
     truncated: bool = False  # the source was longer than the model's maximum and was cut
+    stopped_at_limit: bool = False  # the output reached its length limit (a * |src| + b, the cap) without </s>
 
 
 def check_sentences(sentences, what: str = "sentence") -> None:
@@ -219,6 +220,7 @@ class Translator:
             batch_size = even_batch_size(len(sources), batch_size, parallel)
         if self.ct2 is not None:
             self._translate_ct2(results, filled, sources, truncated, params, prefixes, batch_size, options.max_tokens)
+            self._mark_limits(results, filled, sources, prefixes, options)
             return results
         batches = length_sorted_batches([len(s) for s in sources], batch_size, options.max_tokens)
         if self.pool is not None and not options.return_attention:  # maps come from this process's model
@@ -230,7 +232,20 @@ class Translator:
             for row, i in enumerate(indices):
                 results[filled[i]] = self._result(nbest[row], sources[i], options.return_attention)
                 results[filled[i]].truncated = truncated[i]
+        self._mark_limits(results, filled, sources, prefixes, options)
         return results
+
+    def _mark_limits(self, results, filled, sources, prefixes, options: DecodeOptions) -> None:
+        """stopped_at_limit: the best output is as long as its length limit, beam_search's (a * |src| + b within
+        the cap, room for the prefix and min_length), so it ended there and not at </s>."""
+        if not sources:
+            return
+        cfg, pad = self.decode_cfg, self.tokenizer.pad_id
+        limits = max_lengths(pad_batch(sources, pad, "cpu"), pad, cfg.max_len_a, cfg.max_len_b,
+                             options.max_output_len).tolist()
+        for i, (limit, prefix) in enumerate(zip(limits, prefixes)):
+            limit = max(limit, len(prefix) + 1, options.min_length + 1)
+            results[filled[i]].stopped_at_limit = len(results[filled[i]].tokens) >= limit
 
     def _search_params(self, options: DecodeOptions) -> SearchParams:
         tok, cfg = self.tokenizer, self.decode_cfg

@@ -67,12 +67,14 @@ from aiayn.decoding.options import DecodeOptions
 from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.workers import WorkersDown
 from aiayn.errors import AiaynError, BudgetExceeded
-from aiayn.inspect.capture import start_and_end
+from aiayn.inspect.layer_step import layer_step
 from aiayn.inspect.qkv import attention_step
 from aiayn.inspect.rnn_step import rnn_step
+from aiayn.web.answer import CodedError, page_result
 from aiayn.web.batching import Batcher
 from aiayn.web.guards import Admission, BodyLimit, Busy
 from aiayn.web.info import model_info
+from aiayn.web.positions import positions_panel
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -168,6 +170,7 @@ class TranslateRequest(DecodingControls):
     text: str = Field(min_length=1, max_length=MAX_TEXT)
     attention: bool = True  # false: the plain translation, without maps (batched with other requests)
     target_prefix: str = Field("", max_length=MAX_TEXT)  # the translation starts with it ("" for none)
+    target: str = Field("", max_length=MAX_TEXT)  # maps of this target, teacher-forced ("" for the model's own)
 
 
 class TranslateBatchRequest(DecodingControls):
@@ -227,33 +230,24 @@ def _maps_json(maps: dict) -> str:
 def _source_length(tokenizer, text: str, blank_ok: bool = False, where: str = "") -> int:
     """The checks of a text before it is decoded -> its number of source subwords, </s> included."""
     if not text.strip() and not blank_ok:
-        raise AiaynError(f"{where}the text is empty; give some text to translate")
+        raise CodedError(f"{where}the text is empty; give some text to translate", "empty")
     n_source = len(tokenizer.encode_source([text])[0]) + 1  # with </s>
     if n_source > MAX_SOURCE_TOKENS:
-        raise AiaynError(f"{where}the text is {n_source} subword tokens (with </s>); this server takes at most "
-                         f"{MAX_SOURCE_TOKENS}: shorten it")
+        raise CodedError(f"{where}the text is {n_source} subword tokens (with </s>); this server takes at most "
+                         f"{MAX_SOURCE_TOKENS}: shorten it", "too_many_tokens", n=n_source, max=MAX_SOURCE_TOKENS)
     return n_source
 
 
-def _translate(translator, limits: Limits, req: TranslateRequest) -> bytes:
-    """One translation within the budget -> the JSON the page needs. Serialised here, on the worker
-    thread: megabytes of floats serialised on the event loop would stall every other request."""
-    tok = translator.tokenizer
-    _source_length(tok, req.text)
+def _translate(translator, limits: Limits, req: TranslateRequest, langs=(None, None)) -> bytes:
+    """One translation (or the maps of req.target) within the budget -> the JSON the page needs
+    (aiayn.web.answer). Serialised here, on the worker thread: megabytes of floats serialised on the event
+    loop would stall every other request."""
+    _source_length(translator.tokenizer, req.text)
     if req.sampling is not None:
         raise AiaynError("sampling gives plain translations: send \"attention\": false")
-    result = translator.translate([req.text], req.options(limits, attention=True), target_prefix=[req.target_prefix])[0]
-    # as aiayn.inspect.capture: one target token per decoder step, </s> included when the output ended
-    steps = result.attention["cross"].shape[-2]
-    start, end = start_and_end(tok)  # <s> (<pad> for Marian models) and </s>
-    target = result.tokens + [end] if steps == len(result.tokens) + 1 else list(result.tokens)
-    target_input = [start] + target[:-1]
-    head = _dumps({"translation": result.text, "arch": translator.arch,
-                   "source_tokens": result.src_tokens, "target_tokens": target, "target_input_tokens": target_input,
-                   "source_ids": [tok.source_piece_to_id(p) for p in result.src_tokens],
-                   "target_input_ids": [tok.bos_id] + [tok.piece_to_id(p) for p in target_input[1:]],
-                   "score": result.score})
-    return f'{head[:-1]},"maps":{_maps_json(result.attention)}}}'.encode()
+    fields, maps = page_result(translator, req.text, req.options(limits, attention=True), req.target,
+                               req.target_prefix, langs)
+    return f'{_dumps(fields)[:-1]},"maps":{_maps_json(maps)}}}'.encode()
 
 
 def _step(translator, req: StepRequest) -> bytes:
@@ -265,8 +259,10 @@ def _step(translator, req: StepRequest) -> bytes:
     if translator.arch == "rnn":  # seed 002's step: score -> alpha -> context -> tanh(W_c[a; s]) -> outputs
         return _dumps(rnn_step(translator.model, tok, req.source_ids, req.target_input_ids, req.query,
                                         req.kind, req.layer, req.head)).encode()
-    return _dumps(attention_step(translator.model, req.source_ids, req.target_input_ids, req.kind, req.layer,
-                                 req.head, req.query)).encode()
+    step = attention_step(translator.model, req.source_ids, req.target_input_ids, req.kind, req.layer, req.head,
+                          req.query)
+    rest = layer_step(translator.model, tok, req.source_ids, req.target_input_ids, req.kind, req.layer, req.query)
+    return _dumps({**step, "layer_step": rest}).encode()
 
 
 def _decode_plain(translator, model_pool, key: BatchKey, items: list[tuple[str, str]]) -> list:
@@ -314,8 +310,10 @@ def _plain_json(result, n_best: int) -> dict:
     return plain if n_best == 1 else {**plain, "n_best": [list(pair) for pair in result.n_best]}
 
 
-def _error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+def _error(status: int, message: str, headers: dict | None = None, code: str = "", params=None) -> JSONResponse:
+    """{"error": message} (and the page's "code" and "params" to word it in its language, when it has them)."""
+    coded = {"code": code, "params": params or {}} if code else {}
+    return JSONResponse({"error": message, **coded}, status_code=status, headers=headers)
 
 
 class ClientLeft(Exception):
@@ -361,6 +359,8 @@ async def _answer(request: Request, limits: Limits, work) -> Response:
                            "text or use a smaller beam")
     except WorkersDown as err:  # not the request's fault: the server's decoding processes are gone
         return _error(503, str(err))
+    except CodedError as err:  # the user's mistake, with a code the page words in its language
+        return _error(400, str(err), code=err.code, params=err.params)
     except AiaynError as err:  # the user's mistake, in words meant for the user
         return _error(400, str(err))
     except Exception:  # a bug: its text may hold paths or internals, so it goes to the log only
@@ -442,7 +442,7 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
                 batcher, translator, limits, req, [req.text], [req.target_prefix], batch=False))
         if engine != "native":
             return _error(400, NATIVE_ONLY)
-        return await _answer(request, limits, admission.run(partial(_translate, translator, limits, req)))
+        return await _answer(request, limits, admission.run(partial(_translate, translator, limits, req, langs)))
 
     @app.post("/api/translate_batch")
     async def translate_batch(req: TranslateBatchRequest, request: Request):
@@ -457,10 +457,16 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
         return await _answer(request, limits, admission.run(partial(_step, translator, req)))
 
     info = {**model_info(translator, MAX_SOURCE_TOKENS, MAX_TEXT), "engine": engine}
+    langs = (info.get("src_lang"), info.get("tgt_lang"))
+    positions = positions_panel(translator.model)
 
     @app.get("/api/info")
     async def model_panel():
         return info  # computed once, like health_info
+
+    @app.get("/api/positions")
+    async def positions_table():  # the positional-encoding panel; computed once
+        return positions
 
     if engine != "native":
         @app.get("/")

@@ -63,6 +63,71 @@ def _sizes(model) -> dict:
             "decoder": "luong" if hasattr(dec, "W_c") else "bahdanau", "score_name": name, "score_formula": formula}
 
 
+def _read_json(path):
+    import json
+
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value
+
+
+def _checkpoint_step(model_dir, info: dict) -> int | None:
+    """The training step of a checkpoint: its info.json, or for an average the last averaged step_N."""
+    if isinstance(info.get("step"), int):
+        return info["step"]
+    averaged = info.get("averaged") or []
+    steps = [int(name.rsplit("_", 1)[1]) for name in (str(a).rsplit("/", 1)[-1] for a in averaged)
+             if name.startswith("step_") and name.rsplit("_", 1)[1].isdigit()]
+    return max(steps) if steps else None
+
+
+def _run_bleu(model_dir, step: int | None) -> float | None:
+    """The dev BLEU of the run at (or last before) `step`, from the run's metrics.jsonl."""
+    run = model_dir.parent.parent if model_dir.parent.name == "checkpoints" else model_dir.parent
+    try:
+        lines = (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        record = _parse(line)
+        if "bleu" in record and (step is None or record.get("step", 0) <= step):
+            best = record["bleu"]
+    return best
+
+
+def _parse(line: str) -> dict:
+    import json
+
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def training_facts(model_dir) -> dict:
+    """{"imported_from"} for an import-hf model, else {"steps", "dev_bleu"} as far as the checkpoint's
+    info.json and its run's metrics.jsonl tell (None where they do not)."""
+    if model_dir is None:
+        return {"steps": None, "dev_bleu": None}
+    info = _read_json(model_dir / "info.json")
+    info = info if isinstance(info, dict) else {}
+    if info.get("output") == "import":
+        return {"imported_from": str(info.get("source", ""))}
+    step = _checkpoint_step(model_dir, info)
+    bleu = info.get("bleu") if isinstance(info.get("bleu"), (int, float)) else _run_bleu(model_dir, step)
+    return {"steps": step, "dev_bleu": bleu}
+
+
+def decode_settings(translator) -> dict:
+    """The model's own decode settings, which the page starts from (as `aiayn translate` does)."""
+    options = translator.resolve()
+    return {"beam": options.beam, "alpha": options.alpha, "length_penalty_form": options.length_penalty_form}
+
+
 def model_info(translator, max_source_tokens: int, max_text: int) -> dict:
     data = _data_section(translator)
     key = "synthetic" if data.get("dataset") == "synthetic" else data.get("src_lang", "")
@@ -72,4 +137,19 @@ def model_info(translator, max_source_tokens: int, max_text: int) -> dict:
             "parameters": sum(p.numel() for p in translator.model.parameters()),
             "src_vocab_size": tok.src_vocab_size, "tgt_vocab_size": tok.tgt_vocab_size,
             "unk_piece": tok.source_id_to_piece([tok.unk_id])[0],
-            "max_source_tokens": max_source_tokens, "max_text": max_text, "examples": EXAMPLES.get(key, [])}
+            "max_source_tokens": max_source_tokens, "max_text": max_text, "examples": EXAMPLES.get(key, []),
+            **training_facts(translator.model_dir), "decode": decode_settings(translator),
+            "d_ff": _d_ff(translator.model), "positions": _positions_kind(translator.model)}
+
+
+def _d_ff(model) -> int | None:
+    layers = getattr(model, "encoder_layers", None)
+    return layers[0].ffn.w_1.weight.shape[0] if layers else None
+
+
+def _positions_kind(model) -> str | None:
+    """"sinusoidal" (§3.5), "learned" (Table 3 row E), or None (an RNN reads positions in order)."""
+    positional = getattr(model, "positional", None)
+    if positional is None:
+        return None
+    return "sinusoidal" if hasattr(positional, "table") else "learned"
