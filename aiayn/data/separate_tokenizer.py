@@ -33,6 +33,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from aiayn.data.spm_training import train_spm
 from aiayn.errors import AiaynError
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,6 @@ class SeparateTokenizer:
               lowercase: bool = False) -> "SeparateTokenizer":
         """A BPE model of vocab_size pieces for each side, trained on that side's sentences only (lowercase: both
         fold case, see train_spm)."""
-        from aiayn.data.tokenizer import train_spm
 
         models = [train_spm(sentences, vocab_size, byte_fallback, bos=False, lowercase=lowercase)
                   for sentences in (source, target)]

@@ -21,7 +21,7 @@ background:repeating-linear-gradient(45deg,#f3f4f6 0 3px,#c9ccd1 3px 4px)}"""
 
 def page(maps, kinds, layer, head) -> str:
     from aiayn.inspect.labels import AXIS_TITLES, KIND_NAMES, WORD_RULE, axis_labels, masked_cells, sentence_title
-    from aiayn.inspect.render import select
+    from aiayn.inspect.selection import select
 
     sections = []
     for kind in kinds:

@@ -79,7 +79,7 @@ def draw_png(maps, kinds, layer, head, path) -> None:
         panel_title,
         sentence_title,
     )
-    from aiayn.inspect.render import select
+    from aiayn.inspect.selection import select
 
     panels = [(k, select(maps, k, layer, head)) for k in kinds]
     n_rows = sum(m.shape[0] for _, m in panels)

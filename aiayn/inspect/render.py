@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from aiayn.inspect.capture import AttentionMaps, InspectError, check_index, hard_alignment
+from aiayn.inspect.capture import AttentionMaps, InspectError, hard_alignment
+from aiayn.inspect.selection import select
 from aiayn.io import atomic_path
 
 SCHEMA_VERSION = 2  # 2: maps hold the selected kinds, layers and heads; `selection` says which
@@ -21,21 +22,6 @@ def axis_tokens(maps: AttentionMaps, kind: str) -> tuple[list[str], list[str]]:
     return {"encoder_self": (maps.source_tokens, maps.source_tokens),
             "decoder_self": (maps.target_tokens, maps.target_input_tokens),
             "cross": (maps.target_tokens, maps.source_tokens)}[kind]
-
-
-def select(maps: AttentionMaps, kind: str, layer: int | None, head: int | None) -> np.ndarray:
-    """(L', H', Q, K) for the chosen kind, layer and head (None = all)."""
-    if kind not in maps.maps:
-        raise InspectError(f"--kind {kind}: this {maps.arch} model has no {kind} attention; available: "
-                           f"{', '.join(sorted(maps.maps))} (or all)")
-    m = maps.maps[kind]
-    check_index(layer, m.shape[0], "layer")
-    check_index(head, m.shape[1], "head")
-    if layer is not None:
-        m = m[layer: layer + 1]
-    if head is not None:
-        m = m[:, head: head + 1]
-    return m
 
 
 def chosen_kinds(maps: AttentionMaps, kind: str) -> list[str]:
