@@ -36,7 +36,7 @@ from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, micro_b
 from aiayn.training.progress_bar import TrainingBar
 from aiayn.training.run_files import append_line, average_last, interrupted, prune_checkpoints
 from aiayn.training.schedule import lr_scheduler
-from aiayn.training.state import Progress, rng_states, set_rng_states, trim_metrics
+from aiayn.training.progress import Progress, rng_states, set_rng_states, trim_metrics
 
 log = logging.getLogger(__name__)
 FIT_MARGIN = 0.99  # train.fit_steps_to_time plans for 99% of the time left: the pace varies a little
