@@ -29,7 +29,7 @@ class ConfigError(AiaynError):
 
 @dataclass
 class DataConfig:
-    dataset: str = "synthetic"  # synthetic | multi30k | files
+    dataset: str = "synthetic"  # synthetic (number words) | coreference (aiayn/data/coreference.py) | multi30k | files
     src_lang: str = "en"
     tgt_lang: str = "de"
     data_dir: str = ""  # multi30k: local directory (else $AIAYN_MULTI30K_DIR, else download to cache)
@@ -51,9 +51,10 @@ class DataConfig:
     # more: a validation set is held in memory (a 1M-pair set made a tiny 20-step run peak at 1.49 GB RSS; with
     # this cap 0.37 GB, as with a 1,000-pair set)
     max_valid_pairs: int = 10_000
-    synthetic_train: int = 20000
-    synthetic_valid: int = 300
+    synthetic_train: int = 20000  # the built-in tasks (synthetic, coreference): training pairs
+    synthetic_valid: int = 300  # and validation pairs (as many again are held out for testing)
     synthetic_seed: int = 1234
+    coreference_order: str = "source"  # coreference: German clause order, source | pronoun_first
 
 
 @dataclass
@@ -135,6 +136,7 @@ DATA_RULES = {
     "synthetic_train": between(1, 10_000_000),
     "synthetic_valid": between(1, 100_000),  # valid and test draw distinct numbers from < 1,000,000
     "synthetic_seed": between(0, 2**32 - 1),
+    "coreference_order": lambda v: None if v in ("source", "pronoun_first") else "must be source or pronoun_first",
 }
 TRAIN_RULES = {
     "seed": between(0, 2**32 - 1), "max_tokens": at_least(1), "accumulate": at_least(1), "max_steps": at_least(1),
@@ -300,8 +302,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ex
 
 def _check_data(cfg: ExperimentConfig) -> None:
     data = cfg.data
-    if data.dataset not in ("synthetic", "multi30k", "files"):
-        raise FieldError("data.dataset", f"data.dataset={data.dataset!r} must be synthetic, multi30k or files")
+    if data.dataset not in ("synthetic", "coreference", "multi30k", "files"):
+        raise FieldError("data.dataset", f"data.dataset={data.dataset!r} must be synthetic, coreference, multi30k "
+                         f"or files")
     if data.dataset == "files":
         missing = [f"data.{k}" for k in ("train_src", "train_tgt", "valid_src", "valid_tgt") if not getattr(data, k)]
         if missing:

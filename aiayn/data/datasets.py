@@ -5,6 +5,7 @@ import logging
 from aiayn.config import ConfigError
 from aiayn.data import multi30k
 from aiayn.data.batching import Example
+from aiayn.data.coreference import coreference_task
 from aiayn.data.corpus import iter_parallel
 from aiayn.data.synthetic import number_task
 from aiayn.data.tokenizer import Tokenizer
@@ -21,6 +22,10 @@ def iter_pairs(data, split: str):
     """load_pairs' pairs one at a time: corpus files are streamed, never held whole."""
     if data.dataset == "synthetic":
         task = number_task(data.synthetic_train, data.synthetic_valid, data.synthetic_valid, data.synthetic_seed)
+        return iter(task["valid" if split == "val" else split])
+    if data.dataset == "coreference":
+        task = coreference_task(data.synthetic_train, data.synthetic_valid, data.synthetic_valid, data.synthetic_seed,
+                                data.coreference_order)
         return iter(task["valid" if split == "val" else split])
     if data.dataset == "multi30k":
         name = data.valid_split if split == "valid" else split

@@ -1,0 +1,121 @@
+"""Does the model resolve "it"? On held-out sentences of the coreference task (noun pairs never seen in
+training; aiayn/data/coreference.py):
+
+  pronoun accuracy X                the German pronoun after "weil" in the model's output is the referent's
+  it->referent share Y              the best head of any kind: how often its largest weight is on the referent
+  encoder it->referent share Z      the best encoder self-attention head from "it" (the posts' picture)
+
+Heads are read teacher-forced on the reference, at word level (subword pieces merged): encoder self-attention
+from "it" and cross-attention from the step that writes the pronoun hit when their largest weight is on the
+referent's English noun; decoder self-attention from that step hits on the referent's German article or noun
+(a key the step cannot see, as when the pronoun comes first, is a miss). Then a table of every head's share.
+
+    python bench/coreference.py --model DIR [--n 500]
+"""
+
+import argparse
+import sys
+
+import numpy as np
+
+KINDS = ("encoder_self", "cross", "decoder_self")
+
+
+def word_index(words: list[str], word: str) -> int:
+    """Index of the first word equal to `word`, ignoring case and trailing punctuation; -1 when absent."""
+    word = word.lower()
+    return next((i for i, w in enumerate(words) if w.rstrip(".,").lower() == word), -1)
+
+
+def pronoun_of(text: str) -> str:
+    """The word after "weil" (the subordinate clause's subject), lowercased; "" when there is none."""
+    words = [w.rstrip(".,").lower() for w in text.split()]
+    return words[words.index("weil") + 1] if "weil" in words[:-1] else ""
+
+
+def pronoun_accuracy(outputs: list[str], pronouns: list[str]) -> float:
+    return float(np.mean([pronoun_of(out) == want for out, want in zip(outputs, pronouns)]))
+
+
+def argmax_hits(rows: list[np.ndarray], targets: list[set[int]]) -> np.ndarray:
+    """rows: per sentence (L, H, K) attention weights of one query; targets: per sentence the key indices that
+    count as the referent. Returns (L, H): the fraction of sentences whose largest weight is on a target."""
+    hits = [np.isin(row.argmax(-1), sorted(target)) for row, target in zip(rows, targets)]
+    return np.mean(hits, axis=0)
+
+
+def best_head(shares: np.ndarray) -> tuple[int, int, float]:
+    """(layer, head, share) of the head with the largest share (0-based)."""
+    layer, head = np.unravel_index(int(shares.argmax()), shares.shape)
+    return int(layer), int(head), float(shares[layer, head])
+
+
+def sentence_rows(maps, item) -> dict:
+    """Per kind: (row (L, H, K), target key indices) for one sentence's word-level maps."""
+    src, tgt, tgt_in = maps.source_tokens, maps.target_tokens, maps.target_input_tokens
+    it, referent = word_index(src, "it"), word_index(src, item.referent_en)
+    step = word_index(tgt, "weil") + 1  # the decoder step whose output is the pronoun
+    noun = word_index(tgt_in, item.referent_de)
+    assert min(it, referent, step - 1, noun) >= 0, (src, tgt, item)
+    return {"encoder_self": (maps.maps["encoder_self"][:, :, it], {referent}),
+            "cross": (maps.maps["cross"][:, :, step], {referent}),
+            "decoder_self": (maps.maps["decoder_self"][:, :, step], {noun - 1, noun})}
+
+
+def head_shares(all_rows: list[dict]) -> dict[str, np.ndarray]:
+    return {kind: argmax_hits([r[kind][0] for r in all_rows], [r[kind][1] for r in all_rows]) for kind in KINDS}
+
+
+def summary(accuracy: float, shares: dict[str, np.ndarray]) -> list[str]:
+    """The three result lines."""
+    best_any = max(best_head(s)[2] for s in shares.values())
+    return [f"pronoun accuracy {accuracy:.3f}", f"it->referent share {best_any:.3f}",
+            f"encoder it->referent share {best_head(shares['encoder_self'])[2]:.3f}"]
+
+
+def table(shares: dict[str, np.ndarray]) -> list[str]:
+    lines = ["kind          layer  " + "  ".join(f"head{h + 1}" for h in range(shares["cross"].shape[1]))]
+    for kind in KINDS:
+        for layer, row in enumerate(shares[kind]):
+            lines.append(f"{kind:<13} {layer + 1:>5}  " + "  ".join(f"{v:5.3f}" for v in row))
+    return lines
+
+
+def _held_out(model_dir, n: int):
+    from aiayn.checkpoint import load_config_file
+    from aiayn.data.coreference import coreference_items
+
+    data = load_config_file(model_dir).data
+    if data.dataset != "coreference":
+        sys.exit(f"{model_dir} was trained on data.dataset={data.dataset}, not coreference")
+    return coreference_items(data.synthetic_train, data.synthetic_valid, n, data.synthetic_seed,
+                             data.coreference_order)["test"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="a training output or model directory")
+    parser.add_argument("--n", type=int, default=500, help="held-out sentences (default 500)")
+    parser.add_argument("--beam", type=int, default=None, help="beam for the translations (default: the model's)")
+    args = parser.parse_args(argv)
+
+    from aiayn.checkpoint import resolve_model_dir
+    from aiayn.decoding.translator import Translator
+    from aiayn.inspect.capture import capture
+
+    model_dir = resolve_model_dir(args.model)
+    items = _held_out(model_dir, args.n)
+    translator = Translator.from_pretrained(model_dir)
+    overrides = {} if args.beam is None else {"beam": args.beam}
+    outputs = [t.text for t in translator.translate([it.en for it in items], **overrides)]
+    rows = [sentence_rows(capture(translator, it.en, target=it.de, merge_words=True), it) for it in items]
+    shares = head_shares(rows)
+    print("\n".join(summary(pronoun_accuracy(outputs, [it.pronoun for it in items]), shares)))
+    print(f"\n{len(items)} held-out sentences from {model_dir}; per head, how often the largest weight is on the "
+          f"referent:")
+    print("\n".join(table(shares)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
