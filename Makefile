@@ -13,8 +13,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-lint: $(STAMP)
+lint: $(STAMP) node_modules/.package-lock.json
 	$(PY) -m ruff check aiayn tests bench
+	npx --no-install eslint aiayn/web/static
+
+# ESLint for the page's ES modules, at the versions of the committed package-lock.json
+node_modules/.package-lock.json: package-lock.json
+	npm ci --no-audit --no-fund
 
 # every test (what CI runs)
 test: $(STAMP) lint
@@ -39,4 +44,4 @@ demo: $(STAMP)
 	$(VENV)/bin/aiayn demo --out runs/demo
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache site
+	rm -rf $(VENV) runs .pytest_cache site node_modules

@@ -59,7 +59,7 @@ def _round(values) -> list:
 
 def attention_step(model, src_ids: list[int], tgt_in_ids: list[int], kind: str, layer: int, head: int,
                    query: int) -> dict:
-    if not hasattr(model, "encoder_layers"):
+    if model.arch != "transformer":
         raise InspectError("this step-by-step view needs a Transformer; RNN models have their own (rnn_step)")
     n_layers = len(model.encoder_layers if kind == "encoder_self" else model.decoder_layers)
     n_heads = model.encoder_layers[0].self_attn.n_heads
@@ -79,6 +79,8 @@ def attention_step(model, src_ids: list[int], tgt_in_ids: list[int], kind: str, 
     weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
     weights = weights.masked_fill(~mask, 0.0)  # every key masked: zeros, not NaN (as in the model)
     output = weights @ v  # weighted sum of V
+    # without the 1/sqrt(d_k) of §3.2.1: softmax(q.k), which saturates as d_k grows (the paper's reason for it)
+    unscaled = torch.softmax(dots.masked_fill(~mask, float("-inf")), dim=-1).masked_fill(~mask, 0.0)
     top = scores.masked_fill(~mask, float("-inf")).max()
     exps = torch.exp(scores - top).masked_fill(~mask, 0.0) if mask.any() else torch.zeros_like(scores)
     return {"arch": "transformer", "kind": kind, "layer": layer, "head": head, "query": query,
@@ -87,7 +89,7 @@ def attention_step(model, src_ids: list[int], tgt_in_ids: list[int], kind: str, 
             "dots": _round(dots), "scores": [s if m else None for s, m in zip(_round(scores), mask.tolist())],
             "max_score": round(float(top), DECIMALS) if mask.any() else None,
             "exps": _round(exps), "exp_sum": round(float(exps.sum()), DECIMALS),
-            "weights": _round(weights), "output": _round(output)}
+            "weights": _round(weights), "unscaled_weights": _round(unscaled), "output": _round(output)}
 
 
 def _key_mask(kind: str, src, pad_id: int, n_keys: int, query: int) -> torch.Tensor:

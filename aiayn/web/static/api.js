@@ -1,11 +1,14 @@
-"use strict";
 // Requests to the server, with every failure turned into a sentence a person can read: the server's
-// own {"error": ...} message, a summary of a validation error (never echoing the input), or a word
-// about the network.
+// coded error in the page's language (its English message when the page has no words for the code), a
+// summary of a validation error (never echoing the input), or a word about the network.
+import {has, t} from "./i18n.js";
 
-class ApiError extends Error {}
+export class ApiError extends Error {}
 
 function readableError(status, payload) {
+  if (payload && typeof payload.code === "string" && has("err." + payload.code)) {
+    return t("err." + payload.code, payload.params || {});
+  }
   if (payload && typeof payload.error === "string") return payload.error;
   if (status === 422 && payload && Array.isArray(payload.detail)) {
     return payload.detail.map(d => {
@@ -16,42 +19,30 @@ function readableError(status, payload) {
   return t("err.status", {status});
 }
 
-async function api(path, body) {
+export async function api(path, body) {
   let response;
   try {
     response = await fetch(path, body === undefined ? {} : {
       method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
-  } catch (e) {
+  } catch {
     throw new ApiError(t("err.network"));
   }
   let payload = null;
-  try { payload = await response.json(); } catch (e) { payload = null; }
+  try { payload = await response.json(); } catch { payload = null; }
   if (!response.ok) throw new ApiError(readableError(response.status, payload));
   if (payload === null) throw new ApiError(t("err.json"));
   return payload;
 }
 
-// --- tokens: SentencePiece pieces shown without "▁", words merged as the CLI's --merge-words does ---
+// --- tokens: SentencePiece pieces shown without "▁"; words come from the server (word_groups) ---
 const SPECIAL = new Set(["<s>", "</s>", "<pad>", "<unk>"]);
 
-function showPiece(piece) {
+export function showPiece(piece) {
   if (SPECIAL.has(piece)) return piece;
   if (piece.startsWith("▁")) return piece.slice(1) || "␣";
   return "·" + piece;  // continues the word before it
 }
 
-function wordGroups(tokens) {
-  // as aiayn.inspect.capture.word_groups: [words, piece indices of each word]
-  const words = [], groups = [];
-  tokens.forEach((piece, i) => {
-    const special = SPECIAL.has(piece);
-    const last = words[words.length - 1];
-    if (!groups.length || piece.startsWith("▁") || special || ["<s>", "</s>", "<pad>"].includes(last)) {
-      words.push(special ? piece : piece.replace(/^▁/, "")); groups.push([i]);
-    } else { words[words.length - 1] += piece; groups[groups.length - 1].push(i); }
-  });
-  return [words, groups];
-}
+export function esc(text) { const d = document.createElement("div"); d.textContent = text; return d.innerHTML; }
 
-function esc(text) { const d = document.createElement("div"); d.textContent = text; return d.innerHTML; }
-function fmt(x, digits = 3) { return x === null || x === undefined ? "−∞" : Number(x).toFixed(digits); }
+export function fmt(x, digits = 3) { return x === null || x === undefined ? "−∞" : Number(x).toFixed(digits); }

@@ -1,83 +1,94 @@
-"use strict";
-// The page's state and wiring. Every panel is drawn from S alone, and redrawn (or cleared) whenever
-// the sentence, kind, layer, head, view or query changes; an answer that arrives after its question
-// was replaced is dropped (S.gen for translations, the step panel's key for steps).
+// The page's state (S, owned here and passed to the drawing modules) and its wiring. Every panel is drawn
+// from S alone, and redrawn (or cleared) whenever the sentence, kind, layer, head, view or query changes;
+// an answer that arrives after its question was replaced is dropped (S.gen; the step panel's key).
+import {api} from "./api.js";
+import {drawArch, drawFfn, drawPositions} from "./arch.js";
+import {download} from "./download.js";
+import {applyLanguage, nth, t, toggleLanguage} from "./i18n.js";
+import {renderInfo} from "./modelpanel.js";
+import {currentView, renderFocus, renderMaps, renderResult} from "./render.js";
+import {fillSearch, rankHeads, showRanking} from "./search.js";
+import {renderStep} from "./stepview.js";
+import {readUrl, writeUrl} from "./url.js";
+import {warningText} from "./warnings.js";
+
 const $ = id => document.getElementById(id);
-const S = {info: null, data: null, gen: 0, kind: "cross", layer: null, head: 0, words: false, scale: "global",
-           numbers: false, lineHeads: [], query: null, preview: null, step: null};
-const LANGS = {en: "English", de: "German", fr: "French", cs: "Czech"};
 const KINDS = ["encoder_self", "decoder_self", "cross"];
+const S = {info: null, data: null, gen: 0, kind: "cross", layer: null, head: 0, words: false, scale: "global",
+           numbers: false, lineHeads: [], query: null, preview: null, step: null, beam: null, text: "", target: "",
+           pe: undefined, open: null, pending: null};
+const handlers = {pickHead, toggleLineHead, previewQuery, select: q => selectQuery(q, false)};
 
 function showError(message) { $("error").textContent = message; }
 
-function clearMessages() { $("error").textContent = ""; $("warning").textContent = ""; }
-
-async function loadInfo() {
-  try { S.info = await api("/api/info"); } catch (e) { showError(e.message); return; }
-  renderInfo();
+function clearViews() {
+  S.data = null; S.query = null; S.preview = null; S.step = null;
+  $("translation").textContent = "";
+  $("views").hidden = true; $("result").hidden = true; $("ready").hidden = false;
+  for (const id of ["heatmap", "overview", "lines", "line-caption", "line-tops", "hover-view", "matrix-caption", "step",
+                    "token-probs", "search-result", "nbest"]) $(id).replaceChildren();
+  $("lines").dataset.signature = ""; $("step").dataset.key = "";
 }
 
-function renderInfo() {
-  const i = S.info;
-  if (!i) return;
-  const arch = i.arch === "rnn" ? `RNN seq2seq: ${i.rnn_cell}, ${i.decoder} attention, ${i.score_name} score`
-                                : `Transformer (${i.norm})`;
-  const facts = [["f.arch", arch], ["f.langs", i.src_lang ? `${LANGS[i.src_lang] || i.src_lang} → ${LANGS[i.tgt_lang] || i.tgt_lang}` : "?"],
-    ["f.data", i.dataset || "?"], ["f.layers", `${i.n_encoder_layers} + ${i.n_decoder_layers}`],
-    ["f.heads", i.n_heads], ["f.dims", i.d_k ? `${i.d_model} / ${i.d_k}` : i.d_model],
-    ["f.params", Number(i.parameters).toLocaleString("en")]];
-  $("model-facts").innerHTML = facts.map(([k, v]) => `<div><dt>${esc(t(k))}</dt><dd>${esc(String(v))}</dd></div>`).join("");
-  const box = $("examples");
-  box.querySelectorAll("button").forEach(b => b.remove());
-  for (const example of i.examples) {
-    const b = document.createElement("button");
-    b.type = "button"; b.className = "example"; b.textContent = example;
-    b.addEventListener("click", () => { $("text").value = example; translate(); });
-    box.appendChild(b);
+function checkText(text, max) {
+  if (!text.trim()) { showError(t("err.empty")); $("text").focus(); return false; }
+  if (text.length > max) { showError(t("err.long", {n: text.length, max})); return false; }
+  return true;
+}
+
+async function translate(restore = null) {
+  const text = $("text").value, target = $("target").value, max = S.info ? S.info.max_text : 500;
+  $("error").textContent = ""; $("warning").textContent = "";
+  if (!checkText(text, max) || (target && !checkText(target, max))) return;
+  const gen = ++S.gen, beam = Number($("beam").value) || null;
+  clearViews();  // nothing of the previous sentence stays up while (or if) this one fails
+  setBusy(true);
+  try {
+    const data = await api("/api/translate", {text, beam, ...(target.trim() ? {target} : {})});
+    if (gen !== S.gen) return;
+    Object.assign(S, {data, beam, text, target: target.trim() ? target : ""});
+    if (restore) applyRestore(restore);
+    setupSelectors();
+    $("warning").textContent = warningText(data.warnings, S.info);
+    $("views").hidden = false; $("result").hidden = false; $("ready").hidden = true;
+    render();
+    if (S.query !== null) selectQuery(S.query, false);
+    if (!data.teacher_forced) loadNbest(gen, text, beam);
+  } catch (e) {
+    if (gen === S.gen) showError(e.message);
+  } finally {
+    if (gen === S.gen) setBusy(false);
   }
-  $("text").maxLength = i.max_text;
+}
+
+async function loadNbest(gen, text, beam) {
+  const n = Math.min(beam || S.info.decode.beam, 8);
+  if (n < 2) return;
+  try {
+    const answer = await api("/api/translate", {text, beam, attention: false, n_best: n});
+    if (gen !== S.gen) return;
+    $("nbest").replaceChildren(...answer.n_best.map(([hyp, score]) => {
+      const li = document.createElement("li"), b = document.createElement("button");
+      b.type = "button"; b.className = "hyp"; b.textContent = `${hyp} (${score.toFixed(3)})`;
+      b.addEventListener("click", () => { $("target").value = hyp; translate(); });
+      li.appendChild(b);
+      return li;
+    }));
+  } catch { /* the n-best list is an extra: the maps are up already */ }
+}
+
+function applyRestore(r) {
+  if (r.kind && KINDS.includes(r.kind)) S.kind = r.kind;
+  if (r.layer !== null) S.layer = r.layer;
+  if (r.head !== null) S.head = r.head;
+  S.words = r.words; $("words").checked = r.words;
+  S.query = r.query;
 }
 
 function setBusy(busy) {
   $("translate").disabled = busy;
   $("translate").setAttribute("aria-busy", String(busy));
   $("status").textContent = busy ? t("translating") : "";
-}
-
-function clearViews() {
-  S.data = null; S.query = null; S.preview = null; S.step = null;
-  $("translation").textContent = "";
-  $("views").hidden = true; $("result").hidden = true; $("ready").hidden = false;
-  for (const id of ["heatmap", "overview", "lines", "line-caption", "line-tops", "hover-view", "matrix-caption", "step"]) {
-    $(id).replaceChildren();
-  }
-  $("lines").dataset.signature = "";
-  $("step").dataset.key = "";
-}
-
-async function translate() {
-  const text = $("text").value, max = S.info ? S.info.max_text : 500;
-  clearMessages();
-  if (!text.trim()) { showError(t("err.empty")); $("text").focus(); return; }
-  if (text.length > max) { showError(t("err.long", {n: text.length, max})); return; }
-  const gen = ++S.gen;
-  clearViews();  // nothing of the previous sentence stays up while (or if) this one fails
-  setBusy(true);
-  try {
-    const data = await api("/api/translate", {text, beam: Number($("beam").value)});
-    if (gen !== S.gen) return;
-    S.data = data;
-    setupSelectors();
-    $("translation").textContent = data.translation;
-    const unk = S.info ? data.source_tokens.filter(p => p === S.info.unk_piece).length : 0;
-    if (unk) $("warning").textContent = t("warn.unk", {n: unk, unk: S.info.unk_piece, data: S.info.dataset || "?"});
-    $("views").hidden = false; $("result").hidden = false; $("ready").hidden = true;
-    render();
-  } catch (e) {
-    if (gen === S.gen) showError(e.message);
-  } finally {
-    if (gen === S.gen) setBusy(false);
-  }
 }
 
 function fill(select, values, current) {
@@ -88,100 +99,67 @@ function fill(select, values, current) {
 function setupSelectors() {
   const kinds = KINDS.filter(k => k in S.data.maps);
   if (!kinds.includes(S.kind)) S.kind = kinds.includes("cross") ? "cross" : kinds[0];
-  fill($("kind"), kinds.map(k => [k, kindName(k)]), S.kind);
+  fill($("kind"), kinds.map(k => [k, S.data.arch === "rnn" ? t("kind.rnn") : t("kind." + k)]), S.kind);
   const maps = S.data.maps[S.kind], L = maps.length, H = maps[0].length;
   if (S.layer === null || (S.layer !== "mean" && S.layer >= L) || (S.layer === "mean" && L === 1)) S.layer = L - 1;
   if ((S.head !== "mean" && S.head >= H) || (S.head === "mean" && H === 1)) S.head = 0;
   S.lineHeads = H > 1 ? S.lineHeads.filter(h => h < H) : [];
-  const numbered = n => [...Array(n).keys()].map(i => [String(i), String(i)]);
+  const numbered = n => [...Array(n).keys()].map(i => [String(i), nth(i)]);
   fill($("layer"), (L > 1 ? [["mean", t("mean")]] : []).concat(numbered(L)), S.layer);
   fill($("head"), (H > 1 ? [["mean", t("mean")]] : []).concat(numbered(H)), S.head);
-}
-
-function currentView() { return axesView(S.data, S.kind, S.words); }
-
-function currentMatrix(view) { return viewMatrix(view, pieceMatrix(S.data.maps[S.kind], S.layer, S.head)); }
-
-function kindName(kind) { return S.data && S.data.arch === "rnn" ? t("kind.rnn") : t("kind." + kind); }
-
-function caption() {
-  const which = S.data.arch === "rnn" ? kindName(S.kind)
-    : `${t("kind." + S.kind)} · ${t("layer")} ${S.layer === "mean" ? t("mean") : S.layer} · ` +
-      `${t("head")} ${S.head === "mean" ? t("mean") : S.head}`;
-  return `${which} · “${S.data.source_tokens.map(showPiece).join(" ")}” → “${S.data.translation}”`;
+  $("kind").closest("label").hidden = kinds.length === 1;
+  $("layer").closest("label").hidden = $("head").closest("label").hidden = L === 1 && H === 1;
 }
 
 function render() {
   if (!S.data) return;
-  const view = currentView(), matrix = currentMatrix(view);
-  $("kind-explain").textContent = t("explain." + S.kind);
-  $("words-rule").hidden = !S.words;
-  $("row-note").hidden = S.kind === "encoder_self";
-  $("matrix-caption").textContent = caption();
-  drawLegend($("legend"), S.scale);
-  drawOverview($("overview"), S.data.maps[S.kind], view, S, pickHead);
-  drawMatrix($("heatmap"), view, matrix, {caption: caption(), query: S.query, scale: S.scale, numbers: S.numbers});
-  renderFocus(view, matrix);
-  renderStep(view);
+  renderResult(S);
+  const view = renderMaps(S, handlers);
+  fillSearch($("search-panel"), view);
+  renderArch();
+  renderStep(S, view, false, stepAnswered);
+  writeUrl(S, S.text, S.target);
 }
 
-function renderFocus(view = currentView(), matrix = currentMatrix(view)) {
-  // what depends on the query shown: the hover line, the line view, the row highlight
-  const q = S.preview ?? S.query;
-  const row = q === null ? null : matrix[q];
-  const r = q === null ? null : view.rows[q];
-  $("hover-view").textContent = row ? `${(r.label + " " + (r.sub || "")).trim()} ${t("top")}: ${topKeys(view, row, q).join(", ")}` : "";
-  document.querySelectorAll("#heatmap tr.hl").forEach(tr => tr.classList.remove("hl"));
-  if (q !== null) document.querySelector(`#heatmap tbody tr[data-q="${q}"]`)?.classList.add("hl");
-  renderLines(view, matrix, q);
+function renderArch() {
+  const rnn = S.data.arch === "rnn";
+  $("arch-panel").hidden = rnn;  // the Transformer's figure, positions and FFN do not apply to an RNN
+  if (rnn) return;
+  drawArch($("arch-map"), S, S.info, openPart);
+  if (S.open === "ffn") drawFfn($("ffn-body"), S.info, S.step && S.step.answer);
 }
 
-function lineLayers(view, matrix) {
-  // the heads chosen with the chips, each in its colour; none chosen: the matrix's own head (or mean)
-  const maps = S.data.maps[S.kind];
-  if (!S.lineHeads.length) return [{matrix, colour: headColour(S.head), head: S.head}];
-  return S.lineHeads.map(h => ({matrix: viewMatrix(view, pieceMatrix(maps, S.layer, h)), colour: headColour(h), head: h}));
-}
+function stepAnswered() { if (S.open === "ffn") drawFfn($("ffn-body"), S.info, S.step.answer); }
 
-function renderLines(view, matrix, q) {
-  const H = S.data.maps[S.kind][0].length, layers = lineLayers(view, matrix);
-  $("head-pick").hidden = H === 1;
-  drawHeadChips($("line-legend"), H, S.lineHeads, toggleLineHead);
-  $("overlay").checked = H > 1 && S.lineHeads.length === H;
-  $("overlay").indeterminate = S.lineHeads.length > 0 && S.lineHeads.length < H;
-  const layer = S.layer === "mean" ? t("mean") : S.layer;
-  const which = S.data.arch === "rnn" ? kindName(S.kind)
-    : !S.lineHeads.length
-      ? `${t("kind." + S.kind)} · ${t("layer")} ${layer} · ${t("head")} ${S.head === "mean" ? t("mean") : S.head} ${t("lines.as_matrix")}`
-      : `${t("kind." + S.kind)} · ${t("layer")} ${layer} · ${t(S.lineHeads.length > 1 ? "lines.heads_n" : "head")} ${S.lineHeads.join(", ")}`;
-  if ($("line-caption").textContent !== which) $("line-caption").textContent = which;  // announced only when it changes
-  // the colours in words too: where each drawn head looks most, for the query shown
-  $("line-tops").replaceChildren(...(q === null || layers.length < 2 ? [] : layers.map(l => {
-    const li = document.createElement("li");
-    li.style.setProperty("--c", l.colour);
-    li.innerHTML = `<span class="dot" aria-hidden="true"></span>${esc(`${t("head")} ${l.head}`)}: ` +
-      esc(topKeys(view, l.matrix[q], q, 2).join(", "));
-    return li;
-  })));
-  drawLines($("lines"), view, layers, q, S.scale, {preview: previewQuery, select: q2 => selectQuery(q2, false)},
-            JSON.stringify([S.gen, S.kind, S.words, LANG]));
+async function openPart(part) {
+  if (KINDS.includes(part)) { $("kind").value = part; changeKind(); return; }
+  S.open = S.open === part ? null : part;
+  $("pe-panel").hidden = S.open !== "pe"; $("ffn-panel").hidden = S.open !== "ffn";
+  if (S.open === "ffn") drawFfn($("ffn-body"), S.info, S.step && S.step.answer);
+  if (S.open !== "pe") return;
+  if (S.pe === undefined) {
+    try { S.pe = await api("/api/positions"); } catch (e) { $("pe-body").textContent = e.message; return; }
+  }
+  drawPositions($("pe-body"), S.pe);
 }
 
 function toggleLineHead(h) {
   S.lineHeads = S.lineHeads.includes(h) ? S.lineHeads.filter(x => x !== h) : [...S.lineHeads, h].sort((a, b) => a - b);
-  if (S.data) renderFocus();
+  if (S.data) renderFocus(S, handlers);
 }
 
-function previewQuery(q) { if (S.preview !== q) { S.preview = q; renderFocus(); } }
+function previewQuery(q) { if (S.preview !== q) { S.preview = q; renderFocus(S, handlers); } }
 
 function selectQuery(q, focus) {
   S.query = q; S.preview = null;
-  document.querySelectorAll("#heatmap tbody tr").forEach(tr => tr.classList.toggle("selected", Number(tr.dataset.q) === q));
+  document.querySelectorAll("#heatmap tbody tr")
+    .forEach(tr => tr.classList.toggle("selected", Number(tr.dataset.q) === q));
   document.querySelectorAll("#heatmap button.q").forEach(b => { b.tabIndex = Number(b.dataset.q) === q ? 0 : -1; });
   if (focus) document.querySelector(`#heatmap button.q[data-q="${q}"]`)?.focus();
-  const view = currentView();
-  renderFocus(view);
-  renderStep(view, true);
+  const view = currentView(S);
+  renderFocus(S, handlers, view);
+  renderStep(S, view, true, stepAnswered);
+  writeUrl(S, S.text, S.target);
 }
 
 function pickHead(layer, head, scroll = true) {
@@ -193,40 +171,13 @@ function pickHead(layer, head, scroll = true) {
   document.querySelector("#heatmap button.q[tabindex='0']")?.focus({preventScroll: true});
 }
 
-function stepRequestKey() { return JSON.stringify([S.gen, S.kind, S.layer, S.head, S.words, S.query]); }
-
-async function renderStep(view, reveal = false) {
-  const panel = $("step"), key = stepRequestKey();
-  if (panel.dataset.key === key && panel.dataset.lang === LANG) return;
-  panel.dataset.key = key; panel.dataset.lang = LANG;
-  const title = `<h3>${esc(t("step.title"))}</h3>`;
-  if (S.query === null) { panel.innerHTML = `${title}<p class="explain">${esc(t("step.empty"))}</p>`; return; }
-  if (S.words) { panel.innerHTML = `${title}<p class="note">${esc(t("step.words"))}</p>`; return; }
-  if (S.layer === "mean" || S.head === "mean") { panel.innerHTML = `${title}<p class="note">${esc(t("step.mean"))}</p>`; return; }
-  const r = view.rows[S.query], query = (r.label + " " + (r.sub || "")).trim();
-  const cap = S.data.arch === "rnn" ? t("step.rnn_for", {row: S.query, query})
-    : t("step.for", {kind: t("kind." + S.kind), layer: S.layer, head: S.head, query, row: S.query});
-  const keys = view.cols.map(c => c.label);
-  if (S.step && S.step.key === key) { show(panel, S.step.answer, keys, cap, reveal); return; }
-  panel.innerHTML = `${title}<p class="busy">${esc(t("computing"))}</p>`;
-  panel.setAttribute("aria-busy", "true");
-  try {
-    const answer = await api("/api/step", {source_ids: S.data.source_ids, target_input_ids: S.data.target_input_ids,
-      kind: S.kind, layer: Number(S.layer), head: Number(S.head), query: S.query});
-    if (panel.dataset.key !== key) return;  // the question changed while this was computed
-    S.step = {key, answer};
-    show(panel, answer, keys, cap, reveal);
-  } catch (e) {
-    if (panel.dataset.key === key) panel.innerHTML = `${title}<p class="error" role="alert">${esc(e.message)}</p>`;
-  } finally {
-    if (panel.dataset.key === key) panel.setAttribute("aria-busy", "false");
-  }
-}
-
-function show(panel, answer, keys, cap, reveal) {
-  panel.innerHTML = answer.arch === "rnn" ? rnnStep(answer, keys, cap) : transformerStep(answer, keys, cap);
-  const box = panel.getBoundingClientRect();
-  if (reveal && (box.top > window.innerHeight - 80 || box.bottom < 0)) panel.scrollIntoView({block: "start"});
+function searchHeads() {
+  const q = Number($("search-query").value), k = Number($("search-key").value);
+  const ranked = rankHeads(S.data.maps[S.kind], currentView(S), q, k);
+  showRanking($("search-result"), ranked, S.info, (l, h) => pickHead(l, h, false));
+  S.query = q;
+  pickHead(ranked[0].layer, ranked[0].head, false);
+  selectQuery(q, false);
 }
 
 function onMatrixKey(e) {
@@ -234,40 +185,79 @@ function onMatrixKey(e) {
   if (!button) return;
   const q = Number(button.dataset.q), n = document.querySelectorAll("#heatmap button.q").length;
   const moves = {ArrowDown: q + 1, ArrowUp: q - 1, Home: 0, End: n - 1};
-  if (e.key in moves) {
-    e.preventDefault();
-    selectQuery(Math.max(0, Math.min(n - 1, moves[e.key])), true);
-  }
+  if (e.key in moves) { e.preventDefault(); selectQuery(Math.max(0, Math.min(n - 1, moves[e.key])), true); }
 }
 
-function wire() {
-  $("translate").addEventListener("click", translate);
-  $("text").addEventListener("keydown", e => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); translate(); } });
-  $("kind").addEventListener("change", () => {
-    S.kind = $("kind").value; S.query = null; S.preview = null; setupSelectors(); render();
-  });
-  for (const id of ["layer", "head"]) {
-    $(id).addEventListener("change", () => { S[id] = $(id).value === "mean" ? "mean" : Number($(id).value); render(); });
+function changeKind() {
+  S.kind = $("kind").value; S.query = null; S.preview = null; setupSelectors(); render();
+}
+
+function wireControls() {
+  $("translate").addEventListener("click", () => translate());
+  for (const id of ["text", "target"]) {
+    $(id).addEventListener("keydown", e => {
+      if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); translate(); }
+    });
   }
-  $("words").addEventListener("change", () => { S.words = $("words").checked; S.query = null; S.preview = null; render(); });
+  $("text").addEventListener("input", () => {
+    const n = $("text").value.length, max = S.info ? S.info.max_text : 500;
+    $("text-count").textContent = n > max ? t("err.long", {n, max}) : "";
+  });
+  $("kind").addEventListener("change", changeKind);
+  for (const id of ["layer", "head"]) {
+    $(id).addEventListener("change", () => {
+      S[id] = $(id).value === "mean" ? "mean" : Number($(id).value); render();
+    });
+  }
+  $("words").addEventListener("change", () => {
+    S.words = $("words").checked; S.query = null; S.preview = null; render();
+  });
   $("scale").addEventListener("change", () => { S.scale = $("scale").value; render(); });
   $("numbers").addEventListener("change", () => { S.numbers = $("numbers").checked; render(); });
   $("overlay").addEventListener("change", () => {
     S.lineHeads = $("overlay").checked && S.data ? [...Array(S.data.maps[S.kind][0].length).keys()] : [];
-    if (S.data) renderFocus();
+    if (S.data) renderFocus(S, handlers);
   });
+  $("search-go").addEventListener("click", searchHeads);
+  $("dl-png").addEventListener("click", () => download(S, "png"));
+  $("dl-json").addEventListener("click", () => download(S, "json"));
+}
+
+function wireMatrix() {
   const heat = $("heatmap");
-  heat.addEventListener("click", e => { const b = e.target.closest("button.q"); if (b) selectQuery(Number(b.dataset.q), false); });
-  heat.addEventListener("mouseover", e => { const th = e.target.closest("th.query"); if (th) previewQuery(Number(th.dataset.q)); });
-  heat.addEventListener("focusin", e => { const b = e.target.closest("button.q"); if (b) previewQuery(Number(b.dataset.q)); });
+  const on = (type, selector, act) => heat.addEventListener(type, e => {
+    const el = e.target.closest(selector);
+    if (el) act(Number(el.dataset.q));
+  });
+  on("click", "button.q", q => selectQuery(q, false));
+  on("mouseover", "th.query", previewQuery);
+  on("focusin", "button.q", previewQuery);
   heat.addEventListener("mouseleave", () => { if (S.data) previewQuery(null); });
   heat.addEventListener("keydown", onMatrixKey);
   $("lang").addEventListener("click", () => {
-    toggleLanguage(); renderInfo();
-    if (S.data) { setupSelectors(); render(); }
+    toggleLanguage();
+    if (S.info) renderInfo(S.info, useExample);
+    if (S.data) {
+      setupSelectors(); render();
+      $("warning").textContent = warningText(S.data.warnings, S.info);
+      if (S.open === "pe" && S.pe !== undefined) drawPositions($("pe-body"), S.pe);
+    }
   });
 }
 
-applyLanguage();
-wire();
-loadInfo();
+function useExample(example) { $("text").value = example; $("target").value = ""; translate(); }
+
+async function start() {
+  applyLanguage();
+  wireControls(); wireMatrix();
+  try { S.info = await api("/api/info"); } catch (e) { showError(e.message); return; }
+  renderInfo(S.info, useExample);
+  const restore = readUrl();
+  $("beam").value = String(restore.beam || S.info.decode.beam);
+  if (restore.text) {
+    $("text").value = restore.text; $("target").value = restore.target;
+    translate(restore);
+  }
+}
+
+start();

@@ -1,8 +1,9 @@
-"use strict";
-// What one attention matrix shows: its rows (queries) and columns (keys) as pieces or words, its
-// weights (one head, or a mean), which cells are masked, and the heatmap table that draws them.
+// What one attention matrix shows: its rows (queries) and columns (keys) as pieces or words (the
+// server's word groups), its weights (one head, or a mean), which cells are masked, and the heatmap.
+import {esc, showPiece} from "./api.js";
+import {t} from "./i18n.js";
 
-function axesView(data, kind, words) {
+export function axesView(data, kind, words) {
   // rows: decoder kinds are labelled by the decoder INPUT token (where the query comes from) and the
   // token that step predicts; encoder rows by the source token.
   const decoder = kind !== "encoder_self";
@@ -14,18 +15,18 @@ function axesView(data, kind, words) {
     return {rows, cols: keyTokens.map(p => ({label: showPiece(p)})),
             qGroups: rows.map((_, i) => [i]), kGroups: keyTokens.map((_, i) => [i]), kind, words};
   }
-  const [qWords, qGroups] = wordGroups(decoder ? data.target_tokens : data.source_tokens);
-  const [kWords, kGroups] = wordGroups(keyTokens);
+  const [qWords, qGroups] = data.words[decoder ? "target" : "source"];
+  const [kWords, kGroups] = data.words[kind === "decoder_self" ? "target_input" : "source"];
   const rows = qWords.map(w => decoder ? {label: "", sub: "→ " + w} : {label: w});
   return {rows, cols: kWords.map(w => ({label: w})), qGroups, kGroups, kind, words};
 }
 
-function isMasked(view, q, k) {
+export function isMasked(view, q, k) {
   // decoder self-attention: every piece of the key word lies after every piece of the query word
   return view.kind === "decoder_self" && Math.min(...view.kGroups[k]) > Math.max(...view.qGroups[q]);
 }
 
-function pieceMatrix(maps, layer, head) {
+export function pieceMatrix(maps, layer, head) {
   // maps [L][H][Q][K]; layer/head: a number or "mean"
   const layers = layer === "mean" ? maps.map((_, i) => i) : [layer];
   const heads = head === "mean" ? maps[0].map((_, i) => i) : [head];
@@ -38,7 +39,7 @@ function pieceMatrix(maps, layer, head) {
   return out;
 }
 
-function viewMatrix(view, pieces) {
+export function viewMatrix(view, pieces) {
   // keys of a word summed, queries of a word averaged (aiayn.inspect.capture.merge_subwords)
   return view.qGroups.map((qg, qi) => view.kGroups.map((kg, ki) => {
     if (isMasked(view, qi, ki)) return 0;
@@ -48,12 +49,12 @@ function viewMatrix(view, pieces) {
   }));
 }
 
-function shade(w, rowMax, scale) {
+export function shade(w, rowMax, scale) {
   const a = scale === "row" ? (rowMax > 0 ? w / rowMax : 0) : w;
   return Math.max(0, Math.min(1, a));
 }
 
-function drawMatrix(box, view, matrix, opts) {
+export function drawMatrix(box, view, matrix, opts) {
   const table = document.createElement("table");
   table.className = "heat";
   table.setAttribute("aria-label", opts.caption);
@@ -92,19 +93,20 @@ function drawMatrix(box, view, matrix, opts) {
         td.title = `${rowText} → ${view.cols[k].label}: ${w.toFixed(3)}`;
         td.style.background = `rgba(29, 78, 216, ${shade(w, rowMax, opts.scale).toFixed(3)})`;
         if (shade(w, rowMax, opts.scale) > 0.55) td.classList.add("dark");
-        if (opts.numbers) td.textContent = Math.round(100 * w);
+        if (opts.numbers) td.textContent = w.toFixed(2).replace(/^0/, "");  // the legend's units (0-1)
       }
     });
   });
   box.replaceChildren(table);
 }
 
-function drawLegend(box, scale) {
-  const right = scale === "row" ? t("scale.row") : "1.0";
+export function drawLegend(box, scale) {
+  const right = scale === "row" ? t("legend.row_max") : "1.0";
   box.innerHTML = `<span>0</span><span class="ramp" aria-hidden="true"></span><span>${esc(right)}</span>` +
     `<span class="swatch masked" aria-hidden="true"></span><span>${esc(t("legend.masked"))}</span>`;
 }
 
-function topKeys(view, row, q, n = 3) {
-  return row.map((w, k) => [w, k]).filter(([, k]) => !isMasked(view, q, k)).sort((a, b) => b[0] - a[0]).slice(0, n).map(([w, k]) => `${view.cols[k].label} ${w.toFixed(2)}`);
+export function topKeys(view, row, q, n = 3) {
+  return row.map((w, k) => [w, k]).filter(([, k]) => !isMasked(view, q, k)).sort((a, b) => b[0] - a[0])
+    .slice(0, n).map(([w, k]) => `${view.cols[k].label} ${w.toFixed(2)}`);
 }

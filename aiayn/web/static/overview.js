@@ -1,37 +1,42 @@
-"use strict";
 // The overview: a thumbnail of every layer x head of the chosen kind, plus each layer's mean; and the
 // line view (bertviz's "head view"): lines from a query token to the keys it attends to, for any set of
 // heads at once, each head in its own colour (the head chips are both its picker and its legend).
+// Layers and heads are numbered from 1 where the user reads them (nth).
+import {esc} from "./api.js";
+import {lang, nth, t} from "./i18n.js";
+import {isMasked, pieceMatrix, shade, viewMatrix} from "./matrix.js";
 
 const HEAD_COLOURS = ["#1d4ed8", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d",
                       "#4b5563", "#b45309", "#2563eb", "#be123c", "#0f766e", "#a21caf", "#ca8a04", "#475569"];
 const MEAN_COLOUR = "#1f2328";
 
-function headColour(h) { return h === "mean" ? MEAN_COLOUR : HEAD_COLOURS[h % HEAD_COLOURS.length]; }
+export function headColour(h) { return h === "mean" ? MEAN_COLOUR : HEAD_COLOURS[h % HEAD_COLOURS.length]; }
 
-function drawThumb(canvas, view, matrix) {
-  // a square picture whatever the shape: cells stretch (a 30 x 8 matrix would otherwise be a tall strip)
+function drawThumb(canvas, view, matrix, scale) {
+  // a square picture whatever the shape: cells stretch (a 30 x 8 matrix would otherwise be a tall strip);
+  // shaded on the matrix's colour scale (global, or per row)
   const Q = matrix.length, K = matrix[0].length, size = 84, w = size / K, h = size / Q;
   canvas.width = size; canvas.height = size;
   const ctx = canvas.getContext("2d");
   ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, size, size);
   matrix.forEach((row, q) => row.forEach((value, k) => {
-    ctx.fillStyle = isMasked(view, q, k) ? "#d4d4d8" : `rgba(29, 78, 216, ${Math.min(1, value).toFixed(3)})`;
+    const a = shade(value, Math.max(...row), scale);
+    ctx.fillStyle = isMasked(view, q, k) ? "#d4d4d8" : `rgba(29, 78, 216, ${a.toFixed(3)})`;
     ctx.fillRect(Math.floor(k * w), Math.floor(q * h), Math.ceil(w), Math.ceil(h));
   }));
 }
 
-function drawOverview(box, maps, view, selected, onPick) {
+export function drawOverview(box, maps, view, selected, onPick) {
   // rows = layers; columns = heads, then the layer's mean
   const L = maps.length, H = maps[0].length;
   const grid = document.createElement("div");
   grid.className = "thumbs";
   grid.style.gridTemplateColumns = `auto repeat(${H + (H > 1 ? 1 : 0)}, minmax(0, 96px))`;
   grid.appendChild(document.createElement("span"));
-  for (let h = 0; h < H; h++) grid.appendChild(label(`${t("head")} ${h}`));
+  for (let h = 0; h < H; h++) grid.appendChild(label(`${t("head")} ${nth(h)}`));
   if (H > 1) grid.appendChild(label(t("mean")));
   for (let l = 0; l < L; l++) {
-    grid.appendChild(label(`${t("layer")} ${l}`));
+    grid.appendChild(label(`${t("layer")} ${nth(l)}`));
     const heads = [...Array(H).keys()].concat(H > 1 ? ["mean"] : []);
     for (const h of heads) {
       const button = document.createElement("button");
@@ -39,12 +44,12 @@ function drawOverview(box, maps, view, selected, onPick) {
       button.className = "thumb";
       button.dataset.testid = h === "mean" ? "layer-mean-thumb" : "head-thumb";
       button.dataset.layer = l; button.dataset.head = h;
-      button.setAttribute("aria-label", `${t("layer")} ${l}, ${t("head")} ${h === "mean" ? t("mean") : h}`);
+      button.setAttribute("aria-label", `${t("layer")} ${nth(l)}, ${t("head")} ${nth(h)}`);
       if (String(selected.layer) === String(l) && String(selected.head) === String(h)) {
         button.classList.add("current"); button.setAttribute("aria-pressed", "true");
       }
       const canvas = document.createElement("canvas");
-      drawThumb(canvas, view, viewMatrix(view, pieceMatrix(maps, l, h)));
+      drawThumb(canvas, view, viewMatrix(view, pieceMatrix(maps, l, h)), selected.scale);
       button.appendChild(canvas);
       button.addEventListener("click", () => onPick(l, h));
       grid.appendChild(button);
@@ -53,7 +58,11 @@ function drawOverview(box, maps, view, selected, onPick) {
   box.replaceChildren(grid);
 }
 
-function label(text) { const s = document.createElement("span"); s.className = "thumb-label"; s.textContent = text; return s; }
+function label(text) {
+  const s = document.createElement("span");
+  s.className = "thumb-label"; s.textContent = text;
+  return s;
+}
 
 function svg(tag, attrs) {
   const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
@@ -68,7 +77,8 @@ function clip(text, n = 22) { return text.length > n ? text.slice(0, n - 1) + "�
 function buildLines(view, handlers) {
   // the tokens, built once per sentence/kind/view: redrawing them would drop the keyboard focus
   const Q = view.rows.length, K = view.cols.length, height = Math.max(Q, K) * LINE_STEP + 10;
-  const root = svg("svg", {viewBox: `0 0 480 ${height}`, width: "100%", role: "group", "aria-label": t("lines.title")});
+  const root = svg("svg", {viewBox: `0 0 480 ${height}`, width: "100%", role: "group",
+                           "aria-label": t("lines.title")});
   root.style.maxWidth = "600px";
   root.appendChild(svg("g", {class: "lines"}));
   view.rows.forEach((r, q) => {
@@ -96,16 +106,16 @@ function buildLines(view, handlers) {
   return root;
 }
 
-function drawHeadChips(box, H, chosen, onToggle) {
+export function drawHeadChips(box, H, chosen, onToggle) {
   // one toggle button per head, coloured like its lines; built once per head count and language so that
   // pressing one keeps the keyboard focus on it
-  const signature = `${H}|${LANG}`;
+  const signature = `${H}|${lang()}`;
   if (box.dataset.signature !== signature) {
     box.replaceChildren(...[...Array(H).keys()].map(h => {
       const b = document.createElement("button");
       b.type = "button"; b.className = "chip"; b.dataset.head = h; b.dataset.testid = "head-chip";
       b.style.setProperty("--c", headColour(h));
-      b.innerHTML = `<span class="dot" aria-hidden="true"></span>${esc(t("head"))} ${h}`;
+      b.innerHTML = `<span class="dot" aria-hidden="true"></span>${esc(t("head"))} ${nth(h)}`;
       b.addEventListener("click", () => onToggle(h));
       return b;
     }));
@@ -116,7 +126,7 @@ function drawHeadChips(box, H, chosen, onToggle) {
   });
 }
 
-function drawLines(box, view, layers, query, scale, handlers, signature) {
+export function drawLines(box, view, layers, query, scale, handlers, signature) {
   // layers: [{matrix, colour, head}] drawn over each other, each a little apart so that heads that agree
   // still show both colours; query: the row whose lines are drawn (null: every row, faintly). Only the
   // lines and the highlights change when the query does.
@@ -139,8 +149,9 @@ function drawLines(box, view, layers, query, scale, handlers, signature) {
                                   "stroke-opacity": a.toFixed(3), "data-head": head});
         if (query !== null) {
           const title = svg("title", {});
-          const who = head === "mean" ? t("mean") : `${t("head")} ${head}`;
-          title.textContent = `${who}: ${clip(`${view.rows[q].label} ${view.rows[q].sub || ""}`.trim())} → ${view.cols[k].label} ${w.toFixed(3)}`;
+          const who = head === "mean" ? t("mean") : `${t("head")} ${nth(head)}`;
+          const row = clip(`${view.rows[q].label} ${view.rows[q].sub || ""}`.trim());
+          title.textContent = `${who}: ${row} → ${view.cols[k].label} ${w.toFixed(3)}`;
           line.appendChild(title);
         }
         group.appendChild(line);

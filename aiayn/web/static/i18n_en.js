@@ -1,0 +1,175 @@
+// The page's words in English (i18n.js); i18n_ko.js has the same keys in Korean.
+export const TEXT_EN = {
+  title: "aiayn: look inside attention",
+  lead:
+    "Type a sentence, translate it, then look at every attention head: which words each word looks at, " +
+    "and how the numbers are made.",
+  "model.title": "The loaded model", "model.examples": "Try an example:",
+  "f.arch": "architecture", "f.langs": "languages", "f.data": "trained on", "f.layers": "layers (encoder + decoder)",
+  "f.heads": "heads per layer", "f.dims": "d_model / d_k", "f.dff": "d_ff (FFN)", "f.params": "parameters",
+  "f.steps": "training steps", "f.bleu": "dev BLEU", "f.imported": "imported from", "f.unknown": "not recorded",
+  "f.decode": "decoding", "f.decode_value": "beam {beam}, length penalty α = {alpha}",
+  "f.transformer": "Transformer ({norm})", "f.rnn": "RNN seq2seq: {cell}, {decoder} attention, {score} score",
+  "lang.en": "English", "lang.de": "German", "lang.fr": "French", "lang.cs": "Czech",
+  "input.label": "Sentence in {lang} (the source language)",
+  "input.placeholder": "Type a sentence in the source language (Enter translates)",
+  "target.label": "Target (optional): the maps of this translation instead of the model's own (teacher forcing)",
+  "target.placeholder": "Leave empty to see the model's own translation",
+  "decode.note": "the model's own settings: beam {beam}, length penalty α = {alpha}",
+  beam: "beam", translate: "Translate", translating: "translating…", computing: "computing…",
+  "result.own": "The model's translation (beam search; score {score}):",
+  "result.forced": "given target", "result.forced_long": "Maps of the given target (teacher forcing):",
+  "result.probs": "probability of each output token:",
+  "nbest.title": "Other candidates of the beam (click one to see its maps)",
+  "download.png": "download PNG", "download.json": "download JSON",
+  kind: "kind", layer: "layer", head: "head", mean: "mean",
+  "kind.encoder_self": "encoder self-attention", "kind.decoder_self": "decoder self-attention (masked)",
+  "kind.cross": "encoder–decoder (cross) attention", "kind.rnn": "RNN decoder attention over the encoder states",
+  "explain.encoder_self":
+    "Each source token (row) looks at every source token (column), itself included (§3.2.2, §3.3). Rows " +
+    "sum to 1.",
+  "explain.decoder_self":
+    "Each decoder step (row) may look only at the target tokens already produced: the future is masked " +
+    "with −∞ before the softmax, so its weight is exactly 0 (§3.2.3, hatched cells).",
+  "explain.cross":
+    "Each decoder step (row) looks at the source tokens (columns): queries come from the decoder, keys " +
+    "and values from the encoder's output (§3.2.3). An RNN model has only this kind.",
+  words: "words",
+  "words.rule":
+    "Word view: a word starts at a piece beginning with ▁ (SentencePiece's space mark); the pieces after " +
+    "it (shown ·like·this) join it. Columns of a word are summed (rows still sum to 1); rows of a word " +
+    "are averaged.",
+  scale: "colour scale", "scale.global": "global (0–1)", "scale.row": "per row (row max = darkest)",
+  "legend.row_max": "row max", numbers: "show numbers",
+  "overview.title": "Every head at once",
+  "overview.explain":
+    "One thumbnail per layer (rows) and head (columns) of this kind, and the mean of each layer, on the " +
+    "matrix's colour scale. Multi-head attention runs these heads side by side and concatenates their " +
+    "outputs (§3.2.2). Click one to open it.",
+  "matrix.title": "Attention matrix",
+  "axis.keys": "keys → (what is looked at)", "axis.queries": "queries ↓ (who is looking)",
+  "axis.decoder_row": "row = decoder input → the token it predicts", "legend.masked": "masked: −∞ → 0",
+  "lines.title": "Lines: who looks at whom",
+  "lines.explain":
+    "Left: queries; right: keys. A line's strength is the weight. Hover, focus or click a token on the " +
+    "left (or use ↑/↓ in the matrix); a click opens its step view. Press head buttons to overlay any " +
+    "heads of this layer, each in its own colour; with none pressed the lines follow the matrix.",
+  "lines.overlay": "all heads",
+  "lines.heads": "Overlay heads:",
+  "lines.heads_n": "heads",
+  "lines.as_matrix": "(as in the matrix)",
+  "search.title": "Which head does this?",
+  "search.explain":
+    "Pick a query token and a key token: every layer × head of this kind is ranked by the attention " +
+    "weight from the one to the other, and the best one opens.",
+  "search.query": "query", "search.key": "key", "search.go": "Find the heads",
+  "search.ranked": "{n} heads ranked by that weight (the matrix's numbers):", "search.opened": "opened",
+  "search.weak": "No head of this model does this well: the best weight is {best}, under {min}.",
+  "search.weak_why":
+    "This model is small ({params} parameters, {layers} layers of {heads} heads, d_model {d}) and was " +
+    "trained for {steps} steps; heads that specialise like this (a pronoun looking at its noun, a verb at " +
+    "its subject) appear in larger models trained much longer on much more data.",
+  "search.weak_imported":
+    "This imported model's heads do not single this pair out; try another pair, another kind or a " +
+    "sentence closer to its training data.",
+  "search.weak_fix":
+    "To look at a model whose heads do: import a trained OPUS-MT model (a Transformer trained on millions " +
+    "of sentence pairs) and serve it:",
+  "arch.title": "Where this sits in the Transformer",
+  "arch.explain":
+    "The paper's Figure 1. The highlighted block is the attention you are looking at; click an attention " +
+    "block to switch to it, positional encoding or feed forward to open their panels.",
+  "arch.encoder": "Encoder",
+  "arch.decoder": "Decoder",
+  "arch.embed": "Input embedding",
+  "arch.out_embed": "Output embedding (shifted right)",
+  "arch.pe": "+ Positional encoding",
+  "arch.mha": "Multi-head attention",
+  "arch.masked_mha": "Masked multi-head attention",
+  "arch.cross_mha": "Multi-head attention (encoder–decoder)", "arch.addnorm": "Add & Norm", "arch.ffn": "Feed forward",
+  "arch.linear": "Linear",
+  "arch.softmax": "Softmax → next-token probabilities",
+  "arch.here": "here: layer {layer}, head {head}",
+  "pe.title": "Positional encoding",
+  "pe.explain":
+    "The model's own table (§3.5): PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(…). " +
+    "Rows are positions, columns dimensions; blue positive, red negative.",
+  "pe.learned":
+    "This model learned its positions (Table 3, row E): its own table, rows are positions, columns " +
+    "dimensions; blue positive, red negative.",
+  "pe.table": "the first {p} positions × {d} dimensions (the model has {max} positions)",
+  "pe.table_label": "positional-encoding table",
+  "pe.dots": "PE(i) · PE(j) for every pair of positions: for the sinusoids it depends only on the offset j − i.",
+  "pe.offsets": "PE(0) · PE(k) by offset k:", "pe.none": "This model has no position table.",
+  "ffn.title": "Position-wise feed-forward network",
+  "ffn.explain":
+    "FFN(x) = max(0, x W1 + b1) W2 + b2 (§3.3): the same two layers at every position, d_model {d} → d_ff " +
+    "{dff} → d_model {d}.",
+  "ffn.pick": "Click a row of the matrix: its FFN activations appear here.",
+  "ffn.active": "{n} of {of} hidden units are active (above 0) for this row:",
+  "ffn.top": "the most active units:",
+  "ffn.unit": "unit",
+  "step.title": "Step by step",
+  "step.empty":
+    "Click a row label of the matrix (or focus it and press Enter) to see how that row's weights are " +
+    "computed.",
+  "step.mean": "The step view shows one head: “mean” has no single q, K and V. Choose a layer and a head.",
+  "step.words":
+    "Word view: the row of “{word}” is the mean of its pieces' rows; this is the computation for its " +
+    "first piece.",
+  "step.for": "{kind}, layer {layer}, head {head}, query “{query}” (row {row})",
+  "step.rnn_for": "decoder step t = {row}, input “{query}”",
+  "step.transformer":
+    "x is this position's input to the layer. The head's matrices W<sup>Q</sup>, W<sup>K</sup>, " +
+    "W<sup>V</sup> (d<sub>model</sub> × d<sub>k</sub>) turn it into a query q and every position into a " +
+    "key k and a value v (§3.2.2). A key's attention score is q·k divided by √d<sub>k</sub> (§3.2.1); " +
+    "softmax turns the scores into the attention distribution (weights summing to 1); the output is the " +
+    "weighted sum of the values.",
+  "step.rows": "one row per key in the table below (click a vector to unfold it).",
+  "step.mask": "a masked key (padding, or the future in the decoder, §3.2.3) gets −∞, so exp(−∞) = 0.",
+  "step.output": "Output of this head:", "step.masked": "masked", "step.key": "key", "step.source": "source",
+  "step.score_word": "score", "step.unscaled": "softmax(q·k), unscaled",
+  "step.saturation":
+    "Without ÷ √d_k the largest weight would be {unscaled}; with it, {scaled} (√d_k = {sqrt}). Large dot " +
+    "products push the softmax into saturation, where one key takes nearly everything and the gradients " +
+    "vanish: the reason for the scaling (§3.2.1).",
+  "step.cross":
+    "In cross attention x<sub>j</sub> is the encoder's output at source position j; q comes from the " +
+    "decoder.",
+  "step.rnn":
+    "The decoder's step: compare the decoder state with every encoder state h<sub>i</sub> (the attention " +
+    "score), softmax the scores into the attention distribution α<sup>t</sup>, take the weighted sum " +
+    "a<sub>t</sub> (the attention value, or context vector), combine it with the state and predict the " +
+    "next token. Decoder:",
+  "step.rnn_score": "attention score", "step.rnn_alpha": "attention distribution", "step.rnn_context": "context vector",
+  "step.state": "decoder state",
+  "layer.title": "The rest of the layer, for this row",
+  "layer.explain":
+    "Every head computes its own output as above; they are concatenated and projected by W^O (§3.2.2), " +
+    "added to the layer's input and normalised (§3.1), then the feed-forward network (§3.3) and another " +
+    "Add & Norm give the layer's output.",
+  "layer.heads": "the {n} heads' outputs for this row (the current one marked):",
+  "layer.heads_note": "each d_k = {d} numbers",
+  "layer.attn": "attention",
+  "layer.pre_ln": "pre-LN: the sum is the stream; LayerNorm comes at the next sublayer's input",
+  "layer.cross_sublayer": "then the cross-attention sublayer (x + its output, normalised)",
+  "layer.output": "the layer's output", "layer.next": "Next token",
+  "layer.next_explain":
+    "The last decoder layer's output, through the final Linear and softmax: the most likely next tokens.",
+  ready: "Translate a sentence to see its attention.",
+  "err.empty": "Type a sentence first.",
+  "err.long": "The text is {n} characters; this server takes at most {max}. Shorten it: nothing is cut silently.",
+  "err.too_many_tokens": "The text is {n} subword tokens (with </s>); this server takes at most {max}. Shorten it.",
+  "err.network": "The server cannot be reached. Is `aiayn serve` still running? Reload the page when it is.",
+  "err.status": "The server answered {status}; try again.",
+  "err.json": "The server's answer could not be read; try again.",
+  "warn.unk": "{n} piece(s) of your text are unknown to this model ({unk}); it was trained on {data}. Try an example.",
+  "warn.mostly_unknown":
+    "{n} of the {of} pieces of your text are unknown or raw bytes to this model: it cannot read this text " +
+    "(it was trained on {data}). Try an example.",
+  "warn.target_language": "This looks like {lang}, the model's target language; the model translates from {src}.",
+  "warn.source_cut": "The text was longer than the model's {limit} positions: only its beginning was translated.",
+  "warn.stopped_at_limit":
+    "The translation stopped at the length limit before the model ended it (</s>): it may be cut off.",
+  top: "looks most at", lang: "한국어",
+};

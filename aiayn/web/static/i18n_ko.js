@@ -1,0 +1,122 @@
+// 페이지의 한국어 문구 (i18n.js). 키는 i18n_en.js와 같습니다.
+export const TEXT_KO = {
+  title: "aiayn: 어텐션 들여다보기",
+  lead: "문장을 입력해 번역한 뒤, 모든 어텐션 헤드를 살펴보세요. 각 단어가 어떤 단어를 보는지, 그 숫자가 어떻게 만들어지는지 보여 줍니다.",
+  "model.title": "불러온 모델", "model.examples": "예문:",
+  "f.arch": "구조", "f.langs": "언어", "f.data": "학습 데이터", "f.layers": "층 (인코더 + 디코더)",
+  "f.heads": "층당 헤드 수", "f.dims": "d_model / d_k", "f.dff": "d_ff (피드 포워드)", "f.params": "파라미터 수",
+  "f.steps": "학습 스텝", "f.bleu": "검증 BLEU", "f.imported": "가져온 모델", "f.unknown": "기록 없음",
+  "f.decode": "디코딩", "f.decode_value": "빔 {beam}, 길이 페널티 α = {alpha}",
+  "f.transformer": "트랜스포머 ({norm})", "f.rnn": "RNN seq2seq: {cell}, {decoder} 어텐션, {score} 스코어 함수",
+  "lang.en": "영어", "lang.de": "독일어", "lang.fr": "프랑스어", "lang.cs": "체코어",
+  "input.label": "{lang} 문장 (소스 언어)",
+  "input.placeholder": "소스 언어로 문장을 입력하세요 (Enter: 번역)",
+  "target.label": "타깃 문장 (선택): 모델의 번역 대신 이 번역의 어텐션을 봅니다 (교사 강요, teacher forcing)",
+  "target.placeholder": "비워 두면 모델이 직접 번역합니다",
+  "decode.note": "모델의 설정: 빔 {beam}, 길이 페널티 α = {alpha}",
+  beam: "빔", translate: "번역", translating: "번역 중…", computing: "계산 중…",
+  "result.own": "모델의 번역 (빔 서치, 점수 {score}):",
+  "result.forced": "주어진 타깃", "result.forced_long": "주어진 타깃 문장의 어텐션 (교사 강요):",
+  "result.probs": "출력 토큰마다의 확률:",
+  "nbest.title": "빔의 다른 후보 (클릭하면 그 후보의 어텐션을 봅니다)",
+  "download.png": "PNG로 저장", "download.json": "JSON으로 저장",
+  kind: "종류", layer: "층", head: "헤드", mean: "평균",
+  "kind.encoder_self": "인코더 셀프 어텐션", "kind.decoder_self": "디코더 셀프 어텐션 (마스킹)",
+  "kind.cross": "인코더–디코더 어텐션", "kind.rnn": "RNN 디코더가 인코더 은닉 상태를 보는 어텐션",
+  "explain.encoder_self": "각 소스 토큰(행)이 자기 자신을 포함한 모든 소스 토큰(열)을 봅니다 (§3.2.2, §3.3). 각 행의 합은 1입니다.",
+  "explain.decoder_self":
+    "각 디코더 시점(행)은 이미 만든 타깃 토큰만 볼 수 있습니다. 미래 위치는 소프트맥스 전에 −∞로 마스킹되어 가중치가 정확히 0이 됩니다 (§3.2.3, 빗금 친 칸).",
+  "explain.cross": "각 디코더 시점(행)이 소스 토큰(열)을 봅니다. 쿼리는 디코더에서, 키와 밸류는 인코더 출력에서 옵니다 (§3.2.3). RNN 모델에는 이 종류만 있습니다.",
+  words: "단어",
+  "words.rule":
+    "단어 보기: ▁(SentencePiece의 띄어쓰기 표시)로 시작하는 조각에서 단어가 시작되고, 뒤따르는 조각(·이렇게 표시)이 붙습니다. 한 단어의 열은 더하고(행의 합은 여전히 " +
+    "1), 행은 평균합니다.",
+  scale: "색 척도", "scale.global": "전체 (0–1)", "scale.row": "행별 (행 최댓값 = 가장 진함)",
+  "legend.row_max": "행 최댓값", numbers: "숫자 표시",
+  "overview.title": "모든 헤드 한눈에",
+  "overview.explain":
+    "이 종류의 층(행) × 헤드(열)마다 작은 그림 하나, 그리고 층별 평균. 행렬과 같은 색 척도입니다. 멀티 헤드 어텐션은 이 헤드들을 나란히 계산해 출력을 이어 붙입니다 " +
+    "(§3.2.2). 클릭하면 그 헤드가 열립니다.",
+  "matrix.title": "어텐션 행렬",
+  "axis.keys": "키 → (보이는 쪽)", "axis.queries": "쿼리 ↓ (보는 쪽)",
+  "axis.decoder_row": "행 = 디코더 입력 → 그 시점이 예측하는 토큰", "legend.masked": "마스킹: −∞ → 0",
+  "lines.title": "선: 누가 누구를 보는가",
+  "lines.explain":
+    "왼쪽: 쿼리, 오른쪽: 키. 선의 진하기가 어텐션 가중치입니다. 왼쪽 토큰에 마우스를 올리거나 포커스/클릭하세요 (행렬에서 ↑/↓도 됩니다). 클릭하면 단계별 계산이 열립니다. " +
+    "헤드 버튼을 눌러 이 층의 헤드를 골라 겹쳐 보세요. 헤드마다 색이 다르며, 아무것도 누르지 않으면 행렬과 같은 헤드를 보여 줍니다.",
+  "lines.overlay": "모든 헤드", "lines.heads": "겹쳐 볼 헤드:", "lines.heads_n": "헤드", "lines.as_matrix": "(행렬과 같음)",
+  "search.title": "이 일을 하는 헤드는?",
+  "search.explain": "쿼리 토큰과 키 토큰을 고르면, 이 종류의 모든 층 × 헤드를 그 쿼리가 그 키에 주는 어텐션 가중치 순으로 줄 세우고 가장 높은 헤드를 엽니다.",
+  "search.query": "쿼리", "search.key": "키", "search.go": "헤드 찾기",
+  "search.ranked": "헤드 {n}개를 그 가중치 순으로 (행렬의 숫자 그대로):", "search.opened": "열림",
+  "search.weak": "이 모델에는 이 일을 잘하는 헤드가 없습니다. 가장 높은 가중치가 {best}로 {min}보다 낮습니다.",
+  "search.weak_why":
+    "이 모델은 작고 (파라미터 {params}개, 층 {layers}개, 층마다 헤드 {heads}개, d_model {d}) {steps} 스텝만 학습했습니다. 이렇게 특화된 " +
+    "헤드(대명사가 가리키는 명사를 보는 헤드, 동사가 주어를 보는 헤드)는 훨씬 많은 데이터로 훨씬 오래 학습한 큰 모델에서 나타납니다.",
+  "search.weak_imported": "가져온 이 모델의 헤드도 이 쌍을 특별히 보지 않습니다. 다른 쌍, 다른 종류, 또는 학습 데이터에 더 가까운 문장을 써 보세요.",
+  "search.weak_fix": "그런 헤드가 있는 모델을 보려면, 수백만 문장 쌍으로 학습한 트랜스포머인 OPUS-MT 모델을 가져와 띄우세요:",
+  "arch.title": "트랜스포머 안에서의 위치",
+  "arch.explain": "논문의 그림 1입니다. 강조된 블록이 지금 보고 있는 어텐션입니다. 어텐션 블록을 클릭하면 그 종류로 바뀌고, 포지셔널 인코딩이나 피드 포워드를 클릭하면 그 설명이 열립니다.",
+  "arch.encoder": "인코더", "arch.decoder": "디코더", "arch.embed": "입력 임베딩", "arch.out_embed": "출력 임베딩 (오른쪽으로 한 칸 이동)",
+  "arch.pe": "+ 포지셔널 인코딩", "arch.mha": "멀티 헤드 어텐션", "arch.masked_mha": "마스크드 멀티 헤드 어텐션",
+  "arch.cross_mha": "멀티 헤드 어텐션 (인코더–디코더)", "arch.addnorm": "잔차 연결 & 층 정규화", "arch.ffn": "피드 포워드",
+  "arch.linear": "선형층", "arch.softmax": "소프트맥스 → 다음 토큰 확률", "arch.here": "여기: {layer}층, 헤드 {head}",
+  "pe.title": "포지셔널 인코딩",
+  "pe.explain":
+    "모델이 쓰는 표 그대로입니다 (§3.5): PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(…). 행은 위치, " +
+    "열은 차원이며 파랑은 양수, 빨강은 음수입니다.",
+  "pe.learned": "이 모델은 위치 임베딩을 학습했습니다 (표 3의 (E)행). 모델의 표 그대로이며 행은 위치, 열은 차원, 파랑은 양수, 빨강은 음수입니다.",
+  "pe.table": "처음 {p}개 위치 × {d}개 차원 (모델의 위치는 {max}개)",
+  "pe.table_label": "포지셔널 인코딩 표", "pe.dots": "모든 위치 쌍의 PE(i) · PE(j): 사인·코사인 인코딩에서는 거리 j − i에만 달려 있습니다.",
+  "pe.offsets": "거리 k에 따른 PE(0) · PE(k):", "pe.none": "이 모델에는 위치 표가 없습니다.",
+  "ffn.title": "위치별 피드 포워드 신경망",
+  "ffn.explain":
+    "FFN(x) = max(0, x W1 + b1) W2 + b2 (§3.3): 모든 위치에 같은 두 층을 적용합니다. d_model {d} → d_ff {dff} → d_model " +
+    "{d}.",
+  "ffn.pick": "행렬의 행을 클릭하면 그 행의 피드 포워드 활성값이 여기 나옵니다.",
+  "ffn.active": "이 행에서 은닉 유닛 {of}개 중 {n}개가 활성(0보다 큼)입니다:", "ffn.top": "가장 크게 활성화된 유닛:", "ffn.unit": "유닛",
+  "step.title": "단계별 계산",
+  "step.empty": "행렬의 행 이름을 클릭하면 (또는 포커스 후 Enter) 그 행의 가중치가 어떻게 계산되는지 보여 줍니다.",
+  "step.mean": "단계별 보기는 헤드 하나를 보여 줍니다. “평균”에는 하나의 q, K, V가 없습니다. 층과 헤드를 고르세요.",
+  "step.words": "단어 보기: “{word}”의 행은 그 조각들 행의 평균입니다. 여기서는 첫 조각의 계산을 보여 줍니다.",
+  "step.for": "{kind}, {layer}층, 헤드 {head}, 쿼리 “{query}” ({row}행)",
+  "step.rnn_for": "디코더 시점 t = {row}, 입력 “{query}”",
+  "step.transformer":
+    "x는 이 위치가 층에 들어가는 입력입니다. 헤드의 행렬 W<sup>Q</sup>, W<sup>K</sup>, W<sup>V</sup> (d<sub>model</sub> × " +
+    "d<sub>k</sub>)가 이를 쿼리 q로, 모든 위치를 키 k와 밸류 v로 바꿉니다 (§3.2.2). 키의 어텐션 스코어는 q·k를 √d<sub>k</sub>로 나눈 값이고 " +
+    "(§3.2.1), 소프트맥스가 스코어를 합이 1인 어텐션 분포로 바꾸며, 출력은 밸류들의 가중합입니다.",
+  "step.rows": "아래 표에 키마다 한 행 (벡터를 클릭하면 펼쳐집니다).",
+  "step.mask": "마스킹된 키(패딩, 또는 디코더의 미래 위치, §3.2.3)는 −∞가 되어 exp(−∞) = 0입니다.",
+  "step.output": "이 헤드의 출력:", "step.masked": "마스킹", "step.key": "키", "step.source": "소스",
+  "step.score_word": "스코어", "step.unscaled": "스케일링 없는 softmax(q·k)",
+  "step.saturation":
+    "√d_k로 나누지 않으면 가장 큰 가중치가 {unscaled}, 나누면 {scaled}입니다 (√d_k = {sqrt}). 내적이 크면 소프트맥스가 포화되어 키 하나가 거의 전부를 " +
+    "가져가고 기울기가 사라집니다. 이것이 스케일링을 하는 이유입니다 (§3.2.1).",
+  "step.cross": "인코더–디코더 어텐션에서 x<sub>j</sub>는 소스 위치 j의 인코더 출력이고, q는 디코더에서 옵니다.",
+  "step.rnn":
+    "디코더의 한 시점: 디코더 상태를 인코더의 모든 은닉 상태 h<sub>i</sub>와 비교하고(어텐션 스코어), 소프트맥스로 어텐션 분포 α<sup>t</sup>를 만들고, 가중합 " +
+    "a<sub>t</sub>(어텐션 값, 컨텍스트 벡터)를 구해 상태와 결합한 뒤 다음 토큰을 예측합니다. 디코더:",
+  "step.rnn_score": "어텐션 스코어", "step.rnn_alpha": "어텐션 분포", "step.rnn_context": "컨텍스트 벡터",
+  "step.state": "디코더 상태",
+  "layer.title": "이 행에 대한 층의 나머지 계산",
+  "layer.explain":
+    "헤드마다 위와 같이 출력을 계산하고, 이를 이어 붙여(concat) W^O로 투영한 뒤 (§3.2.2) 층의 입력에 더하고 정규화합니다 (§3.1). 이어서 피드 포워드 신경망 " +
+    "(§3.3)과 또 한 번의 잔차 연결 & 층 정규화를 거치면 층의 출력이 됩니다.",
+  "layer.heads": "이 행에 대한 헤드 {n}개의 출력 (지금 헤드 표시):", "layer.heads_note": "각각 d_k = {d}개의 숫자",
+  "layer.attn": "어텐션", "layer.pre_ln": "pre-LN: 합이 그대로 흐르고, 층 정규화는 다음 부층의 입력에서 합니다",
+  "layer.cross_sublayer": "이어서 인코더–디코더 어텐션 부층 (x + 그 출력, 정규화)",
+  "layer.output": "층의 출력", "layer.next": "다음 토큰",
+  "layer.next_explain": "디코더 마지막 층의 출력을 마지막 선형층과 소프트맥스에 통과시킨, 가장 가능성 높은 다음 토큰들입니다.",
+  ready: "문장을 번역하면 어텐션이 보입니다.",
+  "err.empty": "먼저 문장을 입력하세요.",
+  "err.long": "텍스트가 {n}자입니다. 이 서버는 최대 {max}자까지 받습니다. 줄여 주세요. 몰래 잘라 내지 않습니다.",
+  "err.too_many_tokens": "텍스트가 서브워드 토큰 {n}개입니다 (</s> 포함). 이 서버는 최대 {max}개까지 받습니다. 줄여 주세요.",
+  "err.network": "서버에 연결할 수 없습니다. `aiayn serve`가 실행 중인지 확인하고 페이지를 새로 고치세요.",
+  "err.status": "서버가 {status}로 응답했습니다. 다시 시도하세요.", "err.json": "서버 응답을 읽을 수 없습니다. 다시 시도하세요.",
+  "warn.unk": "입력의 {n}개 조각을 이 모델이 모릅니다 ({unk}). 이 모델은 {data}로 학습되었습니다. 예문을 써 보세요.",
+  "warn.mostly_unknown": "입력의 조각 {of}개 중 {n}개가 이 모델이 모르는 조각이나 바이트입니다. 이 모델은 이 글을 읽을 수 없습니다 ({data}로 학습). 예문을 써 보세요.",
+  "warn.target_language": "입력이 모델의 타깃 언어인 {lang}로 보입니다. 이 모델은 {src}에서 번역합니다.",
+  "warn.source_cut": "텍스트가 모델의 위치 {limit}개보다 길어서 앞부분만 번역했습니다.",
+  "warn.stopped_at_limit": "모델이 문장을 끝내기(</s>) 전에 길이 제한에서 번역이 멈췄습니다. 잘린 번역일 수 있습니다.",
+  top: "가장 많이 보는 곳", lang: "English",
+};

@@ -1,0 +1,94 @@
+// Drawing every panel of the current view from the page's state S alone (owned by app.js, passed in).
+import {esc, showPiece} from "./api.js";
+import {lang, nth, t} from "./i18n.js";
+import {axesView, drawLegend, drawMatrix, pieceMatrix, topKeys, viewMatrix} from "./matrix.js";
+import {drawHeadChips, drawLines, drawOverview, headColour} from "./overview.js";
+
+const $ = id => document.getElementById(id);
+
+export function currentView(S) { return axesView(S.data, S.kind, S.words); }
+
+export function currentMatrix(S, view) { return viewMatrix(view, pieceMatrix(S.data.maps[S.kind], S.layer, S.head)); }
+
+export function kindName(S, kind) { return S.data && S.data.arch === "rnn" ? t("kind.rnn") : t("kind." + kind); }
+
+export function which(S) {
+  return S.data.arch === "rnn" ? kindName(S, S.kind)
+    : `${t("kind." + S.kind)} · ${t("layer")} ${nth(S.layer)} · ${t("head")} ${nth(S.head)}`;
+}
+
+export function caption(S) {
+  const forced = S.data.teacher_forced ? ` (${t("result.forced")})` : "";
+  return `${which(S)} · “${S.data.source_tokens.map(showPiece).join(" ")}” → “${S.data.translation}”${forced}`;
+}
+
+export function renderMaps(S, handlers) {
+  const view = currentView(S), matrix = currentMatrix(S, view);
+  $("kind-explain").textContent = t("explain." + S.kind);
+  $("words-rule").hidden = !S.words;
+  $("row-note").hidden = S.kind === "encoder_self";
+  $("matrix-caption").textContent = caption(S);
+  drawLegend($("legend"), S.scale);
+  drawOverview($("overview"), S.data.maps[S.kind], view, S, handlers.pickHead);
+  drawMatrix($("heatmap"), view, matrix, {caption: caption(S), query: S.query, scale: S.scale, numbers: S.numbers});
+  renderFocus(S, handlers, view, matrix);
+  return view;
+}
+
+export function renderFocus(S, handlers, view = currentView(S), matrix = currentMatrix(S, view)) {
+  // what depends on the query shown: the hover line, the line view, the row highlight
+  const q = S.preview ?? S.query;
+  const row = q === null ? null : matrix[q];
+  const r = q === null ? null : view.rows[q];
+  $("hover-view").textContent = row
+    ? `${(r.label + " " + (r.sub || "")).trim()} ${t("top")}: ${topKeys(view, row, q).join(", ")}` : "";
+  document.querySelectorAll("#heatmap tr.hl").forEach(tr => tr.classList.remove("hl"));
+  if (q !== null) document.querySelector(`#heatmap tbody tr[data-q="${q}"]`)?.classList.add("hl");
+  renderLines(S, handlers, view, matrix, q);
+}
+
+function lineLayers(S, view, matrix) {
+  // the heads chosen with the chips, each in its colour; none chosen: the matrix's own head (or mean)
+  const maps = S.data.maps[S.kind];
+  if (!S.lineHeads.length) return [{matrix, colour: headColour(S.head), head: S.head}];
+  return S.lineHeads.map(h => ({matrix: viewMatrix(view, pieceMatrix(maps, S.layer, h)), colour: headColour(h),
+                                head: h}));
+}
+
+function lineCaption(S) {
+  if (S.data.arch === "rnn") return kindName(S, S.kind);
+  const base = `${t("kind." + S.kind)} · ${t("layer")} ${nth(S.layer)} · `;
+  if (!S.lineHeads.length) return `${base}${t("head")} ${nth(S.head)} ${t("lines.as_matrix")}`;
+  return `${base}${t(S.lineHeads.length > 1 ? "lines.heads_n" : "head")} ${S.lineHeads.map(nth).join(", ")}`;
+}
+
+function renderLines(S, handlers, view, matrix, q) {
+  const H = S.data.maps[S.kind][0].length, layers = lineLayers(S, view, matrix);
+  $("head-pick").hidden = H === 1;
+  drawHeadChips($("line-legend"), H, S.lineHeads, handlers.toggleLineHead);
+  $("overlay").checked = H > 1 && S.lineHeads.length === H;
+  $("overlay").indeterminate = S.lineHeads.length > 0 && S.lineHeads.length < H;
+  const text = lineCaption(S);
+  if ($("line-caption").textContent !== text) $("line-caption").textContent = text;  // announced on change only
+  // the colours in words too: where each drawn head looks most, for the query shown
+  $("line-tops").replaceChildren(...(q === null || layers.length < 2 ? [] : layers.map(l => {
+    const li = document.createElement("li");
+    li.style.setProperty("--c", l.colour);
+    li.innerHTML = `<span class="dot" aria-hidden="true"></span>${esc(`${t("head")} ${nth(l.head)}`)}: ` +
+      esc(topKeys(view, l.matrix[q], q, 2).join(", "));
+    return li;
+  })));
+  drawLines($("lines"), view, layers, q, S.scale, {preview: handlers.previewQuery, select: q2 => handlers.select(q2)},
+            JSON.stringify([S.gen, S.kind, S.words, lang()]));
+}
+
+export function renderResult(S) {
+  const d = S.data;
+  $("result-kind").textContent = d.teacher_forced ? t("result.forced_long") : t("result.own", {
+    score: d.score === null ? "" : d.score.toFixed(3)});
+  $("translation").textContent = d.translation;
+  const probs = d.target_tokens.map((p, i) => `<span class="tp" data-prob="${d.token_probs[i]}" title="p = ` +
+    `${d.token_probs[i].toFixed(4)}">${esc(showPiece(p))}` +
+    `<small>${(100 * d.token_probs[i]).toFixed(1)}%</small></span>`);
+  $("token-probs").innerHTML = `<span class="note">${esc(t("result.probs"))}</span> ${probs.join(" ")}`;
+}
