@@ -121,3 +121,37 @@ def as_dicts(scores: list[Score]) -> list[dict]:
 
 __all__ = ["EvaluationError", "Score", "as_dicts", "check_bootstrap", "compare_systems", "corpus_bleu",
            "evaluate_corpus", "sacrebleu"]
+
+
+def load_test_set(*, src: str | None = None, ref: str | None = None, dataset: str | None = None,
+                  pair: str = "de-en", split: str = "test_2016_flickr",
+                  data_dir: str | None = None) -> tuple[list[str], list[str]]:
+    """Sources and references: two aligned files, or a split of a named dataset (multi30k)."""
+    from aiayn.data import multi30k
+    from aiayn.data.corpus import read_lines, read_parallel
+
+    if dataset:
+        src_lang, _, tgt_lang = pair.partition("-")
+        pairs = read_parallel(*multi30k.pair_paths(split, src_lang, tgt_lang, data_dir))
+        return [s for s, _ in pairs], [t for _, t in pairs]
+    if not (src and ref):
+        raise EvaluationError("give --src FILE --ref FILE, or --dataset multi30k --pair de-en --split NAME")
+    sources, refs = read_lines(src), read_lines(ref)
+    if len(sources) != len(refs):
+        raise EvaluationError(f"{src} has {len(sources)} lines but {ref} has {len(refs)}; they must be aligned")
+    return sources, refs
+
+
+def dev_bleu_factory(tokenizer, valid_pairs, cfg):
+    """Dev BLEU by greedy decoding: the callback the trainer calls at validation (training never imports
+    decoding; the caller hands this in)."""
+    from aiayn.decoding.greedy import greedy_translate
+
+    pairs = valid_pairs[: cfg.train.bleu_sentences]
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+
+    def dev_bleu(model) -> float:
+        hyps = greedy_translate(model, tokenizer, sources, cfg.decode)
+        return corpus_bleu(hyps, refs, lowercase=cfg.data.lowercase).score  # a lowercasing model: scored as -lc
+
+    return dev_bleu

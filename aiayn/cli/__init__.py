@@ -1,138 +1,45 @@
-"""The `aiayn` command line: argparse subcommands that wire library pieces together (no logic here)."""
+"""The `aiayn` command line: one module per command group, each with `add_parsers(sub)` and
+`COMMANDS = {name: handler}`; this module builds the parser from them and turns what goes wrong into one
+line. Wiring only: the logic lives in the library.
+
+A new command group is a new module here plus its name in COMMAND_GROUPS."""
 
 import argparse
+import importlib
 import logging
 import os
 import signal
 import sys
-from pathlib import Path
+import threading
 
 from aiayn import __version__
 
-DEMO_CONFIG = Path(__file__).parent / "configs" / "demo.yaml"
+COMMAND_GROUPS = ("train", "translate", "models", "attention", "serve")  # modules of aiayn.cli
 
 
-def _train_args(sub):
-    p = sub.add_parser("train", help="train a model (no CONFIG: the built-in number-words task)")
-    p.add_argument("config", nargs="?", help="YAML experiment config (see configs/)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set train.max_steps=200 (repeatable)")
-    p.add_argument("--out", required=True, help="new or empty output directory; an existing run of the same "
-                   "experiment there is resumed")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
-    p.add_argument("--data-dir", help="local Multi30k directory (default: $AIAYN_MULTI30K_DIR, else download)")
-    p.add_argument("--init-from", metavar="DIR", help="fine-tune: start from the weights, model config and "
-                   "vocabulary of this model directory (an aiayn checkpoint or training output, or an import-hf "
-                   "import), with a fresh optimizer, schedule and step count; the config's model section is "
-                   "not used (default: none, a new model as the config says)")
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error. argparse prints its usage block first, a dozen lines that bury the
+    one that says what was wrong; --help still prints everything."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
 
 
-def _demo_args(sub):
-    p = sub.add_parser("demo", help="train the built-in task end to end, translate held-out examples")
-    p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value of configs/demo.yaml (repeatable)")
+def _groups() -> list:
+    return [importlib.import_module(f"aiayn.cli.{name}") for name in COMMAND_GROUPS]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="aiayn", description="Attention Is All You Need: train, translate, "
-                                     "evaluate and look inside Transformer and RNN attention models")
+    parser = Parser(prog="aiayn", description="Attention Is All You Need: train, translate, evaluate and look "
+                    "inside Transformer and RNN attention models")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details (default: off)")
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error (also: AIAYN_DEBUG=1)")
     parser.add_argument("--version", action="version", version=f"aiayn {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _train_args(sub)
-    _demo_args(sub)
-    from aiayn import cli_decode, cli_interop
-
-    cli_decode.add_parsers(sub)
-    cli_interop.add_parsers(sub)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for group in _groups():
+        group.add_parsers(sub)
     return parser
-
-
-def bleu_factory(tokenizer, valid_pairs, cfg):
-    """Dev BLEU by greedy decoding: the callback the trainer calls at validation."""
-    from aiayn.decoding.translate_batch import greedy_translate
-    from aiayn.evaluation import corpus_bleu
-
-    pairs = valid_pairs[: cfg.train.bleu_sentences]
-    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-
-    def dev_bleu(model) -> float:
-        hyps = greedy_translate(model, tokenizer, sources, cfg.decode)
-        return corpus_bleu(hyps, refs, lowercase=cfg.data.lowercase).score  # a lowercasing model: scored as -lc
-
-    return dev_bleu
-
-
-def _existing(out: Path, names) -> str:
-    return "  ".join(f"{out / n}" for n in names if (out / n).exists())
-
-
-def cmd_train(args) -> int:
-    from aiayn.config import load_config
-    from aiayn.device import limit_primitive_cache
-    from aiayn.training.run import prepare_run
-
-    limit_primitive_cache()  # memory that grew with every step (BENCHMARKS.md, training memory)
-    cfg = load_config(args.config or DEMO_CONFIG, args.overrides)
-    if args.data_dir:  # a path, taken as it is (through --set it would be parsed as YAML)
-        cfg.data.data_dir = args.data_dir
-    trainer = prepare_run(cfg, args.out, bleu_factory, args.device, init_from=args.init_from,
-                          overrides=args.overrides)
-    main_process = trainer.dist.is_main
-    if main_process and trainer.resumed_from is not None:
-        print(f"resuming from {trainer.resumed_from} (step {trainer.progress.step})")
-    try:
-        out = trainer.train()
-    except KeyboardInterrupt:
-        print(f"stopped at once (second signal); resume with the same command (checkpoint in {args.out}/checkpoints)")
-        return 130
-    if not main_process:
-        return 0
-    p = trainer.progress
-    print(f"stopped at step {p.step} (epoch {p.epoch}): {trainer.stop_reason}")
-    if trainer.stopped_by_signal:
-        print(f"resume with the same command (checkpoint in {args.out}/checkpoints)")
-        return 128 + int(getattr(signal, trainer.stopped_by_signal, signal.SIGINT))
-    if p.best_step:
-        print(f"best dev BLEU {p.best_bleu:.2f} at step {p.best_step}" if p.best_bleu >= 0 else
-              f"best validation loss {p.best_valid_loss:.3f} at step {p.best_step}")
-    print(f"model directories: {_existing(out, ('average', 'best', 'checkpoints'))}")
-    return 0
-
-
-def cmd_demo(args) -> int:
-    from aiayn.config import load_config
-    from aiayn.data.synthetic import number_task
-    from aiayn.decoding.translator import Translator
-    from aiayn.training.run import prepare_run
-
-    cfg = load_config(DEMO_CONFIG, args.overrides)
-    print(f"training the built-in task (English number words -> German) into {args.out} ...")
-    trainer = prepare_run(cfg, args.out, bleu_factory)
-    trainer.train()
-    if trainer.stopped_by_signal:
-        print(f"{trainer.stop_reason}; run `aiayn demo --out {args.out}` again to resume")
-        return 128 + int(getattr(signal, trainer.stopped_by_signal))
-    model_dir = Path(args.out) / "average"
-    model_dir = model_dir if model_dir.exists() else Path(args.out) / "best"
-    translator = Translator.from_pretrained(model_dir)
-    test = number_task(cfg.data.synthetic_train, cfg.data.synthetic_valid, cfg.data.synthetic_valid,
-                       cfg.data.synthetic_seed)["test"][:8]
-    results = translator.translate([s for s, _ in test], beam=cfg.decode.beam)
-    print("\nheld-out examples (never seen in training):")
-    for (src, ref), res in zip(test, results):
-        mark = "ok " if res.text == ref else "ERR"
-        print(f"  [{mark}] {src}\n        -> {res.text}\n           (reference: {ref})")
-    print(f"\nmodel: {model_dir}")
-    print(f"try:   aiayn translate --model {model_dir}")
-    print(f"       aiayn attention --model {model_dir} \"{test[0][0]}\" --out attention.png")
-    return 0
-
-
-COMMANDS = {"train": cmd_train, "demo": cmd_demo}
 
 
 def _user_message(err: BaseException) -> str | None:
@@ -147,25 +54,65 @@ def _user_message(err: BaseException) -> str | None:
     return None
 
 
+def _exit_now(code: int) -> None:
+    """Leave at once and quietly: what is written is flushed, nothing more runs (no shutdown traceback)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed pipe: nothing more can reach the reader anyway
+            pass
+    os._exit(code)
+
+
+def _on_interrupt(leaving: list):
+    """SIGINT: the first one stops the command (KeyboardInterrupt, so every `finally` runs and temporary
+    files go); a second one while it is leaving ends the process at once, quietly."""
+
+    def handler(signum, frame):
+        if leaving:
+            _exit_now(130)
+        leaving.append(signum)
+        raise KeyboardInterrupt
+
+    return handler
+
+
+def _command_name(argv: list[str]) -> str:
+    known = [a for a in argv if not a.startswith("-")][:1]
+    return f"aiayn {known[0]}" if known else "aiayn"
+
+
 def main(argv=None) -> int:
+    """The command line. Ctrl-C at any moment, from the first import on, is one line and exit 130."""
+    program = argv is None  # the command line itself (not a caller in Python): it owns the process's exit
+    words = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    debug = "--debug" in words or os.environ.get("AIAYN_DEBUG", "") not in ("", "0")
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _on_interrupt([])) if in_main_thread else None
+    try:
+        return _run(words, debug)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{_command_name(words)}: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if in_main_thread:
+            # the program: a Ctrl-C while the interpreter shuts down (torch, worker pools) ends it quietly
+            signal.signal(signal.SIGINT, (lambda signum, frame: _exit_now(130)) if program else previous)
+
+
+def _run(words: list[str], debug: bool) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(words)
     if args.command is None:
         parser.print_help()
         return 0
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    from aiayn import cli_decode, cli_interop
-
-    handler = COMMANDS.get(args.command) or {**cli_decode.COMMANDS, **cli_interop.COMMANDS}[args.command]
-    debug = args.debug or os.environ.get("AIAYN_DEBUG", "") not in ("", "0")
+    handler = {name: h for group in _groups() for name, h in group.COMMANDS.items()}[args.command]
     try:
         return handler(args) or 0
-    except KeyboardInterrupt:
-        if debug:
-            raise
-        print(f"aiayn {args.command}: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # the reader left (e.g. `| head -1`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141

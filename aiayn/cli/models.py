@@ -1,14 +1,44 @@
-"""CLI subcommand that imports other toolkits' models: import-hf (wiring only)."""
+"""The commands that make model directories from others: average (checkpoint weights), export (to
+CTranslate2) and import-hf (a Hugging Face Marian model). Wiring only."""
 
 from pathlib import Path
 
+from aiayn.cli.common import MODEL_HELP
+
 
 def add_parsers(sub) -> None:
+    p = sub.add_parser("average", help="average the weights of several checkpoints")
+    p.add_argument("checkpoints", nargs="+", help="checkpoint directories of one model")
+    p.add_argument("--out", required=True, help="new or empty directory for the averaged checkpoint")
+    p.add_argument("--force", action="store_true", help="replace an earlier average at --out (default: refuse)")
+
+    p = sub.add_parser("export", help="convert a Transformer to CTranslate2 (needs aiayn[export])")
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--out", required=True, help="new or empty directory for the CTranslate2 model")
+    p.add_argument("--force", action="store_true", help="replace an earlier export at --out (default: refuse)")
+
     p = sub.add_parser("import-hf", help="import a Hugging Face Marian / OPUS-MT model (needs aiayn[hf])")
     p.add_argument("src", metavar="SRC", help="a directory written by save_pretrained (model and tokenizer), or, "
                    "online, a hub name such as Helsinki-NLP/opus-mt-de-en")
     p.add_argument("--out", required=True, help="new or empty directory for the aiayn checkpoint")
     p.add_argument("--force", action="store_true", help="replace an earlier import at --out (default: refuse)")
+
+
+def cmd_average(args) -> int:
+    from aiayn.checkpoint import average_checkpoints
+
+    out = average_checkpoints([Path(p) for p in args.checkpoints], Path(args.out), force=args.force)
+    count = len(args.checkpoints)
+    print(f"averaged {count} checkpoint{'s' if count > 1 else ''} into {out} (listed in {out}/info.json)")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from aiayn.export import to_ctranslate2
+
+    out = to_ctranslate2(args.model, args.out, force=args.force)
+    print(f"wrote {out} (CTranslate2; source lines need a final </s> piece)")
+    return 0
 
 
 def cmd_import_hf(args) -> int:
@@ -19,4 +49,4 @@ def cmd_import_hf(args) -> int:
     return 0
 
 
-COMMANDS = {"import-hf": cmd_import_hf}
+COMMANDS = {"average": cmd_average, "export": cmd_export, "import-hf": cmd_import_hf}

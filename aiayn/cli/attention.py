@@ -1,0 +1,43 @@
+"""The attention command: one sentence's attention maps as PNG, HTML, NPZ, JSON or a hard alignment.
+Wiring and printing only."""
+
+import sys
+
+from aiayn.cli.common import BEAM_HELP, MODEL_HELP
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("attention", help="attention maps of a sentence as PNG, HTML, NPZ or JSON")
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("sentence")
+    p.add_argument("--target", help="teacher-forced target (default: the model's own beam search output)")
+    p.add_argument("--layer", type=int, help="only this layer, 0-based (default: all)")
+    p.add_argument("--head", type=int, help="only this head, 0-based (default: all)")
+    p.add_argument("--kind", default="cross", choices=["cross", "encoder_self", "decoder_self", "all"],
+                   help="which attention; selects what every format holds (default: cross; all = every kind)")
+    p.add_argument("--merge-words", action="store_true", help="merge subwords into words (default: off)")
+    p.add_argument("--out", required=True, help="file: .png (grid), .html (offline page), .npz / .json (data), "
+                   ".align (hard alignment i-j from cross-attention; default last layer, all heads)")
+    p.add_argument("--beam", type=int, default=None, help=BEAM_HELP)
+
+
+def cmd_attention(args) -> int:
+    from aiayn.decoding.translator import Translator
+    from aiayn.inspect.capture import capture
+    from aiayn.inspect.render import write_maps
+
+    translator = Translator.from_pretrained(args.model)
+    translator.resolve(beam=args.beam)
+    from aiayn.io import check_output_file
+
+    check_output_file(args.out, model_dirs=[args.model, translator.model_dir])
+    maps = capture(translator, args.sentence, args.target, beam=args.beam, merge_words=args.merge_words)
+    if maps.truncated:
+        print(f"warning: the sentence is longer than the model's maximum source length "
+              f"({translator.max_positions} subword tokens); these maps are of its beginning", file=sys.stderr)
+    path = write_maps(maps, args.out, kind=args.kind, layer=args.layer, head=args.head)
+    print(f"translation: {maps.translation}\nwrote {path}")
+    return 0
+
+
+COMMANDS = {"attention": cmd_attention}

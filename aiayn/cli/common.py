@@ -1,0 +1,70 @@
+"""What several command groups share: option help texts, loading a Translator from the arguments, and the
+warnings they print (wiring and printing only)."""
+
+import argparse
+import sys
+
+MODEL_HELP = "checkpoint directory, or a training output directory (then average/, else best/, else latest)"
+DEVICE_HELP = "cpu, cuda or cuda:N (default: cpu)"
+BEAM_HELP = "beam size (default: the model's decode.beam, 4 in the paper)"
+ALPHA_HELP = "length penalty alpha, >= 0 (default: the model's decode.length_penalty, 0.6 in the paper)"
+ENGINE_HELP = ("native: aiayn's own beam search (attention maps); ct2: CTranslate2 on an export cached in "
+               "MODEL/ct2/ (made or refreshed when missing or stale; needs aiayn[export]); scores with the hf "
+               "length penalty |Y|^alpha (default: native)")
+COMPUTE_HELP = ("with --engine ct2: CTranslate2's compute type, e.g. float32, int8, int8_float32, float16 "
+                "(default: CTranslate2's default for the device)")
+WORKERS_HELP = ("batches decoded side by side on CPU, each on one core: worker processes of one thread for the "
+                "native engine (forked on Linux: they share the model's memory), CTranslate2's inter_threads for "
+                "ct2; the cores are the usual choice for a file (default: 1, this process alone; interactive "
+                "input decodes one line at a time, so more than one gains nothing there)")
+COMPILE_HELP = ("native engine on CPU: beam search runs an encoder and decoding step compiled ahead of time by "
+                "torch (AOTInductor; needs a C++ compiler). The first run of a model compiles for about 90 s, "
+                "later ones load it from $AIAYN_CACHE/compiled (default ~/.cache/aiayn) in seconds; forked "
+                "workers share it. Faster at every batch size, one sentence at a time above all (BENCHMARKS.md) "
+                "(default: off)")
+EARLY_HELP = ("end a sentence's beam search at beam-size finished hypotheses (fairseq's and CTranslate2's rule: "
+              "fewer steps); --no-early-stopping goes on while a live hypothesis could still win (default: the "
+              "model's decode.early_stopping, false; on with --engine ct2)")
+LP_FORM_HELP = ("length penalty form: gnmt divides by ((5 + |Y|) / 6)^alpha, hf by |Y|^alpha as transformers "
+                "does (default: the model's decode.length_penalty_form: gnmt, hf for imported Marian models)")
+
+
+def add_engine(p) -> None:
+    p.add_argument("--engine", choices=["native", "ct2"], default="native", help=ENGINE_HELP)
+    p.add_argument("--compute-type", default=None, help=COMPUTE_HELP)
+    p.add_argument("--workers", type=int, default=1, help=WORKERS_HELP)
+    p.add_argument("--compile", action="store_true", help=COMPILE_HELP)
+
+
+def add_search(p) -> None:
+    """The beam search options that translate and evaluate share."""
+    p.add_argument("--beam", type=int, default=None, help=BEAM_HELP)
+    p.add_argument("--alpha", type=float, default=None, help=ALPHA_HELP)
+    p.add_argument("--length-penalty-form", choices=["gnmt", "hf"], default=None, help=LP_FORM_HELP)
+    p.add_argument("--early-stopping", action=argparse.BooleanOptionalAction, default=None, help=EARLY_HELP)
+
+
+def warn_truncated(results, where: str) -> None:
+    for number, result in enumerate(results, start=1):
+        if result.truncated:
+            print(f"warning: {where}:{number}: longer than the model's maximum source length; "
+                  f"translated only its beginning", file=sys.stderr)
+
+
+def load_translator(args, path: str):
+    from aiayn.decoding.translator import Translator
+
+    return Translator.from_pretrained(path, args.device, engine=args.engine, compute_type=args.compute_type,
+                                      workers=args.workers, compile=args.compile)
+
+
+def resolve_options(translator, options):
+    """The options checked against the loaded model and engine (before any input is read), with a note
+    where the ct2 engine scores with another length penalty form than the model's."""
+    resolved = translator.resolve(options)
+    model_form = translator.decode_cfg.length_penalty_form
+    if (resolved.sampling is None and options.length_penalty_form is None
+            and resolved.length_penalty_form != model_form and resolved.alpha != 0 and resolved.beam > 1):
+        print(f"note: --engine ct2 scores with CTranslate2's length penalty |Y|^alpha (the hf form), not the "
+              f"model's {model_form}; a few beam outputs may differ from --engine native", file=sys.stderr)
+    return resolved
