@@ -6,9 +6,13 @@ import logging
 log = logging.getLogger(__name__)
 
 # Sentences the shipped configs' models have seen the like of (the synthetic task is English number
-# words -> German; Multi30k describes images).
+# words -> German; coreference is the posts' "it" example, its noun pair held out of training; Multi30k
+# describes images).
 EXAMPLES = {
     "synthetic": ["forty five thousand six hundred twenty one", "twenty one", "three hundred seven thousand ninety"],
+    "coreference": ["The animal didn't cross the street because it was too tired.",
+                    "The animal didn't cross the street because it was too wide.",
+                    "The cat did not jump over the ditch because it was too deep."],
     "en": ["A man is riding a bicycle down the street.", "Two dogs are playing in the snow.",
            "A little girl in a pink dress climbs the stairs."],
     "de": ["Ein Mann fährt mit dem Fahrrad die Straße entlang.", "Zwei Hunde spielen im Schnee.",
@@ -130,7 +134,7 @@ def decode_settings(translator) -> dict:
 
 def model_info(translator, max_source_tokens: int, max_text: int) -> dict:
     data = _data_section(translator)
-    key = "synthetic" if data.get("dataset") == "synthetic" else data.get("src_lang", "")
+    key = data.get("dataset") if data.get("dataset") in ("synthetic", "coreference") else data.get("src_lang", "")
     tok = translator.tokenizer
     return {"arch": translator.arch, "name": translator.model_dir.name if translator.model_dir else "",
             **data, **_sizes(translator.model),
