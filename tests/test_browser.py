@@ -109,8 +109,8 @@ def test_overview_shows_every_head_and_a_click_opens_it(page, server):
     before = heat_values(page)
     assert len(before) == queries * keys and keys >= 7  # three hundred forty five thousand twenty one </s>
     page.click("[data-testid=head-thumb][data-layer='0'][data-head='2']")
-    assert page.input_value("#layer") == "0" and page.input_value("#head") == "2"
-    assert "layer 0 · head 2" in page.inner_text("#matrix-caption")
+    assert page.input_value("#layer") == "1" and page.input_value("#head") == "3"  # 1-based
+    assert "layer 1 · head 3" in page.inner_text("#matrix-caption")  # 1-based where the user reads
     assert heat_values(page) != before, "opening another head must change the matrix"
     assert page.get_attribute("[data-testid=head-thumb][data-layer='0'][data-head='2']", "aria-pressed") == "true"
     page.hover("#heatmap th.query >> nth=1")
@@ -138,15 +138,15 @@ def test_line_view_overlays_the_chosen_heads_each_in_its_colour(page, server):
     page.click(f"{chips}[data-head='1']")
     page.focus(f"{chips}[data-head='3']")
     page.keyboard.press("Enter")  # the chips work from the keyboard too
-    assert pressed.all_inner_texts() == ["head 1", "head 3"], "the legend names the chosen heads"
+    assert pressed.all_inner_texts() == ["head 2", "head 4"], "the legend names the chosen heads (1-based)"
     colours = pressed.evaluate_all("bs => bs.map(b => b.style.getPropertyValue('--c'))")
     assert len(set(colours)) == 2 and sorted(strokes()) == sorted(colours), "two heads, two colours, as in the legend"
-    assert "heads 1, 3" in page.inner_text("#line-caption")
+    assert "heads 2, 4" in page.inner_text("#line-caption")
     assert page.evaluate("document.getElementById('overlay').indeterminate")
-    assert page.locator("#line-tops li").all_inner_texts()[0].startswith("head 1:")
+    assert page.locator("#line-tops li").all_inner_texts()[0].startswith("head 2:")
     shot(page, "web_line_heads")
     page.click(f"{chips}[data-head='1']")  # toggled off: its lines go
-    assert strokes() == [colours[1]] and pressed.all_inner_texts() == ["head 3"]
+    assert strokes() == [colours[1]] and pressed.all_inner_texts() == ["head 4"]
     assert page.get_attribute(f"{chips}[data-head='1']", "aria-pressed") == "false"
     # still linked to the matrix and the step view: a token click selects that row in both
     page.click(f"{view} text.lq >> nth=2")
@@ -184,7 +184,7 @@ def test_decoder_self_attention_shows_masked_cells_and_the_step_softmax(page, se
     assert texts == [f"{w:.3f}" for w in step["weights"]]
     assert page.locator("#step-table tr.masked").count() == T - 2
     assert "−∞" in page.inner_text("#step-table tr.masked >> nth=0")
-    assert "layer 1, head 3" in page.inner_text("[data-testid=step-view]")
+    assert "layer 1, head 3" in page.inner_text("[data-testid=step-view]")  # 1-based, as selected
     shot(page, "web_decoder_self_step")
 
 
@@ -222,12 +222,12 @@ def test_mean_never_feeds_the_step_view(page, server):
     page.click("#heatmap button.q >> nth=0")
     assert "one head" in page.inner_text("[data-testid=step-view]")
     assert steps == [] and count(page, "#step-table") == 0
-    page.select_option("#head", "1")  # one head again: its step view is computed
+    page.select_option("#head", "1")  # one head again (the first): its step view is computed
     page.wait_for_selector("#step-table")
     page.select_option("#layer", "mean")
     assert "one head" in page.inner_text("[data-testid=step-view]") and count(page, "#step-table") == 0
     bodies = [r.post_data_json for r in steps]
-    assert len(bodies) == 1 and bodies[0]["head"] == 1 and isinstance(bodies[0]["layer"], int)
+    assert len(bodies) == 1 and bodies[0]["head"] == 0 and isinstance(bodies[0]["layer"], int)
 
 
 def test_keyboard_alone(page, server):
@@ -243,7 +243,7 @@ def test_keyboard_alone(page, server):
             break
     page.keyboard.press("Tab")  # the next thumbnail: layer 0, head 1
     page.keyboard.press("Enter")
-    assert page.input_value("#head") == "1"
+    assert page.input_value("#head") == "2"  # the second head, 1-based
     # the focus goes to that head's matrix, on its first query token
     assert page.evaluate("document.activeElement.classList.contains('q') && document.activeElement.dataset.q") == "0"
     page.keyboard.press("Enter")

@@ -19,8 +19,15 @@ def test_health_page_and_its_files(client):
     assert client.get("/api/health").json()["status"] == "ok"
     page = client.get("/")
     assert page.status_code == 200
-    scripts = re.findall(r'<script src="/static/([\w.]+)"', page.text)
-    assert "app.js" in scripts and 'href="/static/style.css"' in page.text
+    scripts = re.findall(r'<script type="module" src="/static/([\w.]+)"', page.text)
+    assert scripts == ["app.js"] and 'href="/static/style.css"' in page.text
+    seen = set()
+    while len(seen) < len(scripts):  # every module the page imports, one import at a time
+        for name in [n for n in scripts if n not in seen]:
+            seen.add(name)
+            imports = re.findall(r'from "\./([\w.]+)"', client.get(f"/static/{name}").text)
+            scripts += [i for i in imports if i not in scripts]
+    assert {"i18n.js", "api.js", "matrix.js", "step.js"} <= set(scripts)
     for name in scripts + ["style.css"]:  # offline: every file the page uses comes from this server
         r = client.get(f"/static/{name}")
         assert r.status_code == 200 and r.headers["content-type"].startswith(("text/javascript", "text/css"))

@@ -40,7 +40,7 @@ async function translate(restore = null) {
   const text = $("text").value, target = $("target").value, max = S.info ? S.info.max_text : 500;
   $("error").textContent = ""; $("warning").textContent = "";
   if (!checkText(text, max) || (target && !checkText(target, max))) return;
-  const gen = ++S.gen, beam = Number($("beam").value) || null;
+  const gen = ++S.gen, beam = $("beam").value.trim() === "" ? null : Number($("beam").value);
   clearViews();  // nothing of the previous sentence stays up while (or if) this one fails
   setBusy(true);
   try {
@@ -104,9 +104,9 @@ function setupSelectors() {
   if (S.layer === null || (S.layer !== "mean" && S.layer >= L) || (S.layer === "mean" && L === 1)) S.layer = L - 1;
   if ((S.head !== "mean" && S.head >= H) || (S.head === "mean" && H === 1)) S.head = 0;
   S.lineHeads = H > 1 ? S.lineHeads.filter(h => h < H) : [];
-  const numbered = n => [...Array(n).keys()].map(i => [String(i), nth(i)]);
-  fill($("layer"), (L > 1 ? [["mean", t("mean")]] : []).concat(numbered(L)), S.layer);
-  fill($("head"), (H > 1 ? [["mean", t("mean")]] : []).concat(numbered(H)), S.head);
+  const numbered = n => [...Array(n).keys()].map(i => [nth(i), nth(i)]);  // 1-based values, as shown
+  fill($("layer"), (L > 1 ? [["mean", t("mean")]] : []).concat(numbered(L)), nth(S.layer));
+  fill($("head"), (H > 1 ? [["mean", t("mean")]] : []).concat(numbered(H)), nth(S.head));
   $("kind").closest("label").hidden = kinds.length === 1;
   $("layer").closest("label").hidden = $("head").closest("label").hidden = L === 1 && H === 1;
 }
@@ -164,7 +164,7 @@ function selectQuery(q, focus) {
 
 function pickHead(layer, head, scroll = true) {
   S.layer = layer; S.head = head;
-  $("layer").value = String(layer); $("head").value = String(head);
+  $("layer").value = nth(layer); $("head").value = nth(head);
   render();
   if (!scroll) return;
   $("matrix-panel").scrollIntoView({block: "start"});
@@ -189,7 +189,8 @@ function onMatrixKey(e) {
 }
 
 function changeKind() {
-  S.kind = $("kind").value; S.query = null; S.preview = null; setupSelectors(); render();
+  S.kind = $("kind").value; S.query = null; S.preview = null; $("search-result").replaceChildren();
+  setupSelectors(); render();
 }
 
 function wireControls() {
@@ -206,7 +207,7 @@ function wireControls() {
   $("kind").addEventListener("change", changeKind);
   for (const id of ["layer", "head"]) {
     $(id).addEventListener("change", () => {
-      S[id] = $(id).value === "mean" ? "mean" : Number($(id).value); render();
+      S[id] = $(id).value === "mean" ? "mean" : Number($(id).value) - 1; render();
     });
   }
   $("words").addEventListener("change", () => {

@@ -24,7 +24,6 @@ export function fillSearch(box, view) {
   };
   fill(box.querySelector("#search-query"), view.rows.map(r => `${r.label} ${r.sub || ""}`.trim()));
   fill(box.querySelector("#search-key"), view.cols.map(c => c.label));
-  box.querySelector("#search-result").replaceChildren();
 }
 
 function weakNote(info, best) {

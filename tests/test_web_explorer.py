@@ -1,0 +1,119 @@
+"""The explorer's computations equal the model's: teacher-forced maps (as `aiayn attention --target`), the
+rest of the layer for one row (heads, Concat W^O, Add & Norm, FFN: the layer's output), the unscaled
+softmax, the next-token top k, the positional-encoding table; the warnings and the model panel's facts."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from aiayn.decoding.translator import Translator
+from aiayn.inspect.capture import capture
+from aiayn.web.app import create_app
+from aiayn.web.info import training_facts
+
+SENTENCE, TARGET = "forty five thousand", "fünf und vierzig tausend"
+
+
+@pytest.fixture(scope="module")
+def translator(transformer_dir):
+    return Translator.from_pretrained(transformer_dir)
+
+
+@pytest.fixture(scope="module")
+def client(translator):
+    return TestClient(create_app(translator))
+
+
+def test_target_gives_the_teacher_forced_maps_of_aiayn_attention(client, translator):
+    body = client.post("/api/translate", json={"text": SENTENCE, "target": TARGET}).json()
+    expected = capture(translator, SENTENCE, target=TARGET)
+    assert body["teacher_forced"] and body["translation"] == TARGET and body["score"] is None
+    assert body["target_tokens"] == expected.target_tokens and body["source_tokens"] == expected.source_tokens
+    for kind, maps in expected.maps.items():
+        np.testing.assert_allclose(np.array(body["maps"][kind]), maps, atol=5e-4 + 1e-6)
+    assert body["words"]["target"][0] == ["fünf", "und", "vierzig", "tausend", "</s>"]
+
+
+def _layer_outputs(model, src, tgt_in):
+    outputs = {}
+    hooks = [layer.register_forward_hook(lambda m, a, o, key=(side, i): outputs.__setitem__(key, o[0]))
+             for side, layers in (("encoder", model.encoder_layers), ("decoder", model.decoder_layers))
+             for i, layer in enumerate(layers)]
+    with torch.no_grad():
+        logits = model(src, tgt_in)
+    for hook in hooks:
+        hook.remove()
+    return outputs, logits
+
+
+@pytest.mark.parametrize("kind", ["encoder_self", "decoder_self", "cross"])
+def test_step_rest_of_the_layer_equals_the_model(client, translator, kind):
+    body = client.post("/api/translate", json={"text": SENTENCE, "target": TARGET}).json()
+    ids = {"source_ids": body["source_ids"], "target_input_ids": body["target_input_ids"]}
+    outputs, logits = _layer_outputs(translator.model, torch.tensor([ids["source_ids"]]),
+                                     torch.tensor([ids["target_input_ids"]]))
+    side = "encoder" if kind == "encoder_self" else "decoder"
+    for layer in (0, 1):
+        step = client.post("/api/step", json={**ids, "kind": kind, "layer": layer, "head": 1, "query": 2}).json()
+        rest = step["layer_step"]
+        np.testing.assert_allclose(rest["layer_output"], outputs[(side, layer)][0, 2].numpy(), atol=1e-5)
+        np.testing.assert_allclose(rest["heads"][1], step["output"], atol=2e-5)  # the step's head, in the list
+        np.testing.assert_allclose(rest["concat"], np.concatenate(rest["heads"]), atol=1e-6)
+        dots = np.array(step["dots"])
+        mask = np.array(step["mask"])
+        unscaled = np.where(mask, np.exp(dots - dots[mask].max()), 0)
+        np.testing.assert_allclose(step["unscaled_weights"], unscaled / unscaled.sum(), atol=2e-5)
+        if side == "decoder" and layer == 1:
+            probs = torch.softmax(logits[0, 2].float(), -1)
+            top = probs.topk(len(rest["next_tokens"]))
+            assert [t["id"] for t in rest["next_tokens"]] == top.indices.tolist()
+            np.testing.assert_allclose([t["prob"] for t in rest["next_tokens"]], top.values.numpy(), atol=1e-5)
+        else:
+            assert "next_tokens" not in rest
+
+
+def test_positions_are_the_models_table(client, translator):
+    pe = client.get("/api/positions").json()
+    table = translator.model.positional.table[: len(pe["table"])].numpy()
+    np.testing.assert_allclose(pe["table"], table, atol=1e-6)
+    assert pe["kind"] == "sinusoidal" and pe["d_model"] == table.shape[1]
+    np.testing.assert_allclose(pe["dots"], table @ table.T, atol=1e-3)
+
+
+def test_warnings_have_codes(client):
+    german = client.post("/api/translate", json={"text": "vier und zwanzig tausend"}).json()
+    assert {"code": "target_language", "lang": "de"} in german["warnings"]
+    unknown = client.post("/api/translate", json={"text": "45 67 89"}).json()
+    assert unknown["warnings"][0]["code"] in ("unk", "mostly_unknown")
+    too_long = client.post("/api/translate", json={"text": " ".join(["x"] * 200)})
+    assert too_long.status_code == 400 and too_long.json()["code"] == "too_many_tokens"
+
+
+def test_stopped_at_limit_is_told(client, translator):
+    result = translator.translate([SENTENCE], max_output_len=3)[0]  # the untrained model never ends in 3
+    assert result.stopped_at_limit and len(result.tokens) == 3
+    body = client.post("/api/translate", json={"text": SENTENCE}).json()
+    ended = body["target_tokens"][-1] == "</s>"
+    assert body["stopped_at_limit"] == (not ended)
+    assert ({"code": "stopped_at_limit"} in body["warnings"]) == (not ended)
+
+
+def test_model_panel_tells_steps_bleu_and_import(tmp_path, client):
+    info = client.get("/api/info").json()
+    assert info["decode"] == {"beam": 4, "alpha": 0.6, "length_penalty_form": "gnmt"}
+    run = tmp_path / "run"
+    step = run / "checkpoints" / "step_00000300"
+    step.mkdir(parents=True)
+    (step / "info.json").write_text(json.dumps({"step": 300, "epoch": 1}))
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in (
+        {"step": 200, "bleu": 11.5}, {"step": 300, "bleu": 17.25}, {"step": 400, "bleu": 20.0})))
+    assert training_facts(step) == {"steps": 300, "dev_bleu": 17.25}
+    imported = tmp_path / "imported"
+    imported.mkdir()
+    (imported / "info.json").write_text(json.dumps({"output": "import", "source": "Helsinki-NLP/opus-mt-en-de"}))
+    assert training_facts(imported) == {"imported_from": "Helsinki-NLP/opus-mt-en-de"}
+    assert math.isfinite(info["parameters"])
