@@ -8,6 +8,7 @@ export const TEXT_EN = {
   "f.arch": "architecture", "f.langs": "languages", "f.data": "trained on", "f.layers": "layers (encoder + decoder)",
   "f.heads": "heads per layer", "f.dims": "d_model / d_k", "f.dff": "d_ff (FFN)", "f.params": "parameters",
   "f.steps": "training steps", "f.bleu": "dev BLEU", "f.imported": "imported from", "f.unknown": "not recorded",
+  "f.post_ln": "post-LN, as the paper", "f.pre_ln": "pre-LN",
   "f.decode": "decoding", "f.decode_value": "beam {beam}, length penalty α = {alpha}",
   "f.transformer": "Transformer ({norm})", "f.rnn": "RNN seq2seq: {cell}, {decoder} attention, {score} score",
   "lang.en": "English", "lang.de": "German", "lang.fr": "French", "lang.cs": "Czech",

@@ -6,6 +6,7 @@ export const TEXT_KO = {
   "f.arch": "구조", "f.langs": "언어", "f.data": "학습 데이터", "f.layers": "층 (인코더 + 디코더)",
   "f.heads": "층당 헤드 수", "f.dims": "d_model / d_k", "f.dff": "d_ff (피드 포워드)", "f.params": "파라미터 수",
   "f.steps": "학습 스텝", "f.bleu": "검증 BLEU", "f.imported": "가져온 모델", "f.unknown": "기록 없음",
+  "f.post_ln": "post-LN, 논문과 같음", "f.pre_ln": "pre-LN",
   "f.decode": "디코딩", "f.decode_value": "빔 {beam}, 길이 페널티 α = {alpha}",
   "f.transformer": "트랜스포머 ({norm})", "f.rnn": "RNN seq2seq: {cell}, {decoder} 어텐션, {score} 스코어 함수",
   "lang.en": "영어", "lang.de": "독일어", "lang.fr": "프랑스어", "lang.cs": "체코어",

@@ -10,7 +10,7 @@ function known(value, digits) {
 
 function architecture(i) {
   return i.arch === "rnn" ? t("f.rnn", {cell: i.rnn_cell, decoder: i.decoder, score: i.score_name})
-    : t("f.transformer", {norm: i.norm});
+    : t("f.transformer", {norm: t(String(i.norm).startsWith("pre-LN") ? "f.pre_ln" : "f.post_ln")});
 }
 
 function training(i) {
