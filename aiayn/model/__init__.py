@@ -1,13 +1,15 @@
 """aiayn.model: attention, the Transformer and RNN seq2seq with attention.
 
 Every seq2seq model offers one interface, used by decoding and inspection:
+  arch: "transformer" or "rnn" (an RNN's decoder says its attention: decoder.attention_kind, "luong" or
+      "bahdanau"); config: the ModelConfig it was built from (build_model sets it; None when built by hand)
   forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V)        masks derived from pad_id
   decoder_output(src, tgt_in) -> (B, T, D), the input of `generator` (the output layer, an nn.Linear);
       training fuses generator and loss (aiayn/training/loss.py)
   encode(src, return_attention=False) -> (memory, maps or None)
   init_state(memory, src) -> state, one row per sentence
   decode_step(tokens (R,), state, return_attention=False) -> (log_probs (R, V), state, maps or None)
-  state.select(rows, sentences=None): keep, repeat or permute rows (and sentences; see aiayn/model/state.py)
+  state.select(rows, sentences=None): keep, repeat or permute rows (and sentences; see aiayn/model/decoder_state.py)
 Maps are dicts of attention weights shaped (B, L, H, T, S); forward(..., return_attention=True) returns
 (logits, maps).
 """

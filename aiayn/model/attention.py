@@ -5,10 +5,10 @@ import math
 import torch
 from torch import nn
 
+from aiayn.model.decoder_state import LayerCache
 from aiayn.model.linear import Linear, linear
 from aiayn.model.masks import check_mask
 from aiayn.model.output_projection import PreparedWeight
-from aiayn.model.state import LayerCache
 
 
 def _explicit_attention(q, k, v, mask, dropout_p, is_causal, training):

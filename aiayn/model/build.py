@@ -200,6 +200,7 @@ def xavier_init(model: nn.Module) -> None:
 def build_model(cfg: ModelConfig) -> nn.Module:
     cfg.validate()
     model = _build_transformer(cfg) if cfg.arch == "transformer" else _build_rnn(cfg)
+    model.config = cfg
     xavier_init(model)
     log.info("built %s with %s parameters", cfg.arch, f"{count_parameters(model):,}")
     return model

@@ -16,6 +16,11 @@ class TokenEmbedding(nn.Module):
         self.pad_id = pad_id
         nn.init.normal_(self.weight, std=d_model**-0.5)
 
+    @property
+    def table(self) -> torch.Tensor:
+        """The positions (max_len, D), as SinusoidalPositionalEncoding.table."""
+        return self.weight
+
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         # (B, T) -> (B, T, D)
         return nn.functional.embedding(tokens, self.weight) * math.sqrt(self.d_model)  # §3.4
@@ -35,6 +40,8 @@ def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
 class SinusoidalPositionalEncoding(nn.Module):
     """Fixed sinusoids added to the embeddings (§3.5); no parameters."""
 
+    kind = "sinusoidal"
+
     def __init__(self, *, d_model: int, max_len: int = 1024):
         super().__init__()
         self.register_buffer("table", sinusoid_table(max_len, d_model), persistent=False)
@@ -49,6 +56,8 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 class LearnedPositionalEmbedding(nn.Module):
     """Learned absolute positions, the alternative of §3.5 / Table 3 row (E)."""
+
+    kind = "learned"
 
     def __init__(self, *, d_model: int, max_len: int = 1024):
         super().__init__()

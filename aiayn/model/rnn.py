@@ -11,8 +11,8 @@ Decoders (both attend over h_1..h_S with any score function of scores.py):
 import torch
 from torch import nn
 
+from aiayn.model.decoder_state import RNNState
 from aiayn.model.scores import ScoreFunction, attention_distribution, context_vector
-from aiayn.model.state import RNNState
 
 
 class RNNEncoder(nn.Module):
@@ -67,6 +67,8 @@ class _AttentionDecoder(nn.Module):
 
 
 class LuongDecoder(_AttentionDecoder):
+    attention_kind = "luong"  # attends with the new state h_t, then h~_t = tanh(W_c[c_t; h_t]), fed back
+
     def __init__(self, *, vocab_size, d_model, pad_id, score, n_layers=1, dropout=0.1, rnn_type=nn.LSTM):
         super().__init__(vocab_size=vocab_size, d_model=d_model, pad_id=pad_id, score=score, n_layers=n_layers,
                          dropout=dropout, rnn_type=rnn_type, rnn_input_size=2 * d_model)
@@ -83,6 +85,8 @@ class LuongDecoder(_AttentionDecoder):
 
 
 class BahdanauDecoder(_AttentionDecoder):
+    attention_kind = "bahdanau"  # attends from s_{t-1}, and c_t enters the RNN
+
     def __init__(self, *, vocab_size, d_model, pad_id, score, n_layers=1, dropout=0.1, rnn_type=nn.LSTM):
         super().__init__(vocab_size=vocab_size, d_model=d_model, pad_id=pad_id, score=score, n_layers=n_layers,
                          dropout=dropout, rnn_type=rnn_type, rnn_input_size=2 * d_model)
@@ -99,6 +103,9 @@ class BahdanauDecoder(_AttentionDecoder):
 
 class RNNSeq2Seq(nn.Module):
     """Encoder + attention decoder with the same interface as the Transformer."""
+
+    arch = "rnn"
+    config = None  # the ModelConfig it was built from (aiayn.model.build sets it)
 
     def __init__(self, *, encoder: RNNEncoder, decoder: LuongDecoder | BahdanauDecoder, pad_id: int):
         super().__init__()

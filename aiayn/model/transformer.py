@@ -10,12 +10,12 @@ import torch
 from torch import nn
 
 from aiayn.model.attention import MultiHeadAttention
+from aiayn.model.decoder_state import LayerCache, TransformerState
 from aiayn.model.dropout import dropout
 from aiayn.model.embedding import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, TokenEmbedding
 from aiayn.model.feed_forward import PositionwiseFeedForward
 from aiayn.model.masks import padding_mask
 from aiayn.model.output_projection import PreparedWeight, project
-from aiayn.model.state import LayerCache, TransformerState
 
 
 class _Sublayers(nn.Module):
@@ -117,6 +117,9 @@ def _stack(weights: list) -> torch.Tensor:
 
 class Transformer(nn.Module):
     """Encoder-decoder Transformer with the shared seq2seq interface (see aiayn/model/__init__.py)."""
+
+    arch = "transformer"
+    config = None  # the ModelConfig it was built from (aiayn.model.build sets it)
 
     def __init__(self, *, src_vocab_size, tgt_vocab_size, pad_id, d_model=512, n_heads=8, d_ff=2048,
                  n_encoder_layers=6, n_decoder_layers=6, dropout=0.1, attention_dropout=0.0,
