@@ -13,8 +13,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# ruff; the import contracts of pyproject.toml ([tool.importlinter]: the layers, no circles); ESLint
 lint: $(STAMP) node_modules/.package-lock.json
 	$(PY) -m ruff check aiayn tests bench
+	$(VENV)/bin/lint-imports
 	npx --no-install eslint aiayn/web/static
 
 # ESLint for the page's ES modules, at the versions of the committed package-lock.json

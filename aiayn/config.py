@@ -17,14 +17,10 @@ import yaml
 
 from aiayn.data import multi30k
 from aiayn.data.tokenizer import BYTE_FALLBACK_MIN_VOCAB
-from aiayn.errors import AiaynError
+from aiayn.errors import ConfigError
 from aiayn.model.build import FieldError, ModelConfig, above, at_least, between, check_fields, fraction
 
 log = logging.getLogger(__name__)
-
-
-class ConfigError(AiaynError):
-    """A user mistake in a config file or override."""
 
 
 @dataclass

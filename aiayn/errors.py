@@ -14,3 +14,7 @@ class OutputError(AiaynError):
 
 class BudgetExceeded(AiaynError):
     """A request that would run past the time budget it was given (the server's per-request limit)."""
+
+
+class ConfigError(AiaynError):
+    """A user mistake in a config file or override (aiayn.config; data sources check theirs too)."""

@@ -60,7 +60,7 @@ def build_spec(model, cfg, source_vocabulary: list[str], target_vocabulary: list
     spec = ctranslate2.specs.TransformerSpec.from_config((m.n_encoder_layers, m.n_decoder_layers), m.n_heads,
                                                          pre_norm=m.norm_first, activation=_activation(m.activation))
     spec.config.decoder_start_token = start_token
-    positions = model.positional.table if hasattr(model.positional, "table") else model.positional.weight
+    positions = model.positional.table  # (max_len, D): the sinusoids or the learned positions
     for side, embed in ((spec.encoder, model.src_embed), (spec.decoder, model.tgt_embed)):
         emb_spec = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings
         emb_spec.weight = embed.weight.detach().float().numpy()

@@ -121,7 +121,7 @@ def ct2_worker(args) -> dict:
 
 def export_job(args, path: str) -> None:
     """The CTranslate2 model and the source pieces (with </s>), made once, in a process that may load torch."""
-    from aiayn.decoding.translate_batch import encode_sources
+    from aiayn.decoding.batches import encode_sources
     from aiayn.decoding.translator import Translator
     from aiayn.export import to_ctranslate2
 

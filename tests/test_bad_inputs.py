@@ -446,7 +446,7 @@ def test_output_limit_never_passes_the_position_table(tmp_path, tokenizer):
     instead of failing at position 17 (an untrained model never emits </s> early)."""
     from conftest import _model_dir
 
-    from aiayn.decoding.translate_batch import greedy_translate
+    from aiayn.decoding.greedy import greedy_translate
     from aiayn.decoding.translator import Translator
 
     t = Translator.from_pretrained(_model_dir(tmp_path / "m", tokenizer, "tiny", max_len=16))

@@ -15,7 +15,8 @@ from aiayn.checkpoint import load_checkpoint
 from aiayn.cli import main
 from aiayn.decoding.beam import top_candidates
 from aiayn.decoding.compiled import CompiledDecoder, check_compilable, compiler_present, torch_supports_compile
-from aiayn.decoding.greedy import forbid_specials
+from aiayn.decoding.engines import CompiledEngine, PoolEngine
+from aiayn.decoding.search_rules import forbid_specials
 from aiayn.decoding.translator import Translator
 from aiayn.errors import AiaynError
 
@@ -86,7 +87,7 @@ def test_steps_equal_the_eager_steps(model, small_rows, B, monkeypatch, one_thre
 @needs_compiler
 def test_beam_search_gives_the_eager_outputs(transformer_dir, one_thread):
     alone, fast = Translator.from_pretrained(transformer_dir), Translator.from_pretrained(transformer_dir, compile=True)
-    assert fast.compiled is not None
+    assert isinstance(fast.backend, CompiledEngine)
     for options in (dict(beam=4, n_best=2, batch_size=1), dict(beam=4, batch_size=3),
                     dict(beam=1, batch_size=2),  # one row per sentence: each step run twice
                     dict(beam=4, min_length=2, no_repeat_ngram_size=2, target_prefix=["zwei"] * len(SENTENCES))):
@@ -203,7 +204,8 @@ def test_spawned_workers_compile_their_own(transformer_dir, one_thread):
     alone = Translator.from_pretrained(transformer_dir)
     pool = WorkerPool(model=alone.model, model_dir=alone.model_dir, workers=2, start_method="spawn", compile=True)
     kinds = {pool._pool.submit(model_kind).result() for _ in range(8)}
-    spawned = Translator(alone.model, alone.tokenizer, alone.decode_cfg, alone.device, alone.model_dir, pool=pool)
+    spawned = Translator(alone.model, alone.tokenizer, alone.decode_cfg, alone.device, alone.model_dir,
+                         backend=PoolEngine(model=alone.model, pool=pool))
     with spawned:
         got = spawned.translate(SENTENCES, beam=4, batch_size=2)
     assert kinds == {"CompiledDecoder"}

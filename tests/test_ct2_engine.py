@@ -237,8 +237,8 @@ def test_one_call_then_only_the_sentences_that_reached_their_limit(early_eos):
     sentences = SENTENCES + ["one", "two thousand", "eighty eight", "twelve thousand", "sixty"]
     native = Translator.from_pretrained(early_eos)
     ct2 = Translator.from_pretrained(early_eos, engine="ct2", compute_type="float32")
-    spy = CallSpy(ct2.ct2.model)
-    ct2.ct2.model = spy
+    spy = CallSpy(ct2.backend.model)
+    ct2.backend.model = spy
     options = dict(beam=4, n_best=2, alpha=0.6, length_penalty_form="hf", early_stopping=True)
     a, b = native.translate(sentences, **options), ct2.translate(sentences, **options)
     _same(a, b, score_tolerance=0.1)
@@ -254,16 +254,16 @@ def test_workers_are_inter_threads_with_even_batches(short):
     (even_batch_size: 6 sentences at batch 4 -> 2 batches of 3, not 4 + 2); the results are unchanged."""
     alone = Translator.from_pretrained(short, engine="ct2", compute_type="float32")
     pooled = Translator.from_pretrained(short, engine="ct2", compute_type="float32", workers=2)
-    assert pooled.ct2.model.num_translators == 2 and pooled.pool is None  # CTranslate2's inter_threads
+    assert pooled.backend.model.num_translators == 2 and pooled.pool is None  # CTranslate2's inter_threads
     sizes = []
-    translate_batch = pooled.ct2.model.translate_batch
+    translate_batch = pooled.backend.model.translate_batch
 
     class Recorded:  # a ctranslate2.Translator's attributes cannot be replaced: stand in for it
         def translate_batch(self, batch, *args, max_batch_size, **kwargs):
             sizes.append(max_batch_size)
             return translate_batch(batch, *args, max_batch_size=max_batch_size, **kwargs)
 
-    pooled.ct2.model = Recorded()
+    pooled.backend.model = Recorded()
     options = dict(beam=2, n_best=2, batch_size=4)
     _same(alone.translate(SENTENCES, **options), pooled.translate(SENTENCES, **options), score_tolerance=0)
     assert sizes and set(sizes) == {3}

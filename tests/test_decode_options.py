@@ -7,6 +7,7 @@ import pytest
 from cli_helpers import run_cli
 from fastapi.testclient import TestClient
 
+from aiayn.decoding.ct2_engine import CT2Engine
 from aiayn.decoding.options import DecodeOptions
 from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.translator import Translator
@@ -65,7 +66,8 @@ def test_a_beam_larger_than_the_vocabulary_allows_is_one_line(translator, transf
     with pytest.raises(AiaynError, match=f"give a beam of at most {vocab // 2}"):
         translator.translate(["nine"], beam=1000)
     with pytest.raises(AiaynError, match="at most"):  # the ct2 engine's rules are the same function's
-        DecodeOptions(beam=1000).for_model(translator.decode_cfg, vocab_size=vocab, max_positions=64, engine="ct2")
+        DecodeOptions(beam=1000).for_model(translator.decode_cfg, vocab_size=vocab, max_positions=64,
+                                          capabilities=CT2Engine.capabilities)
     assert translator.translate(["nine"], beam=vocab // 2)[0].tokens  # the largest beam allowed runs
     (tmp_path / "in.txt").write_text("nine\n", encoding="utf-8")
     code, out = run_cli(["translate", "--model", transformer_dir, "--input", tmp_path / "in.txt", "--beam", "1000"],

@@ -1,8 +1,8 @@
 import pytest
 
 from aiayn.cli import main
+from aiayn.decoding.batches import encode_sources, pad_batch
 from aiayn.decoding.greedy import greedy_decode
-from aiayn.decoding.translate_batch import encode_sources, pad_batch
 from aiayn.decoding.translator import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2")

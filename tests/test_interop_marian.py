@@ -16,7 +16,7 @@ from data_helpers import find_multi30k, marian_spm, multi30k_lines, spm_pieces
 
 from aiayn.checkpoint import load_checkpoint
 from aiayn.cli import main
-from aiayn.decoding.translate_batch import encode_sources
+from aiayn.decoding.batches import encode_sources
 from aiayn.decoding.translator import Translator
 
 transformers = pytest.importorskip("transformers")

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from aiayn.cli import main
+from aiayn.decoding.engines import PoolEngine
 from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.translator import Translator, even_batch_size
 from aiayn.errors import AiaynError, BudgetExceeded
@@ -63,7 +64,8 @@ def test_spawned_workers_load_the_model_themselves(transformer_dir, one_thread):
     alone = Translator.from_pretrained(transformer_dir)
     pool = WorkerPool(model=alone.model, model_dir=alone.model_dir, workers=2, start_method="spawn")
     assert pool._pool._mp_context.get_start_method() == "spawn"
-    spawned = Translator(alone.model, alone.tokenizer, alone.decode_cfg, alone.device, alone.model_dir, pool=pool)
+    spawned = Translator(alone.model, alone.tokenizer, alone.decode_cfg, alone.device, alone.model_dir,
+                         backend=PoolEngine(model=alone.model, pool=pool))
     with spawned:
         options = dict(beam=3, n_best=2, batch_size=2)
         assert _summary(spawned.translate(SENTENCES, **options)) == _summary(alone.translate(SENTENCES, **options))

@@ -2,13 +2,13 @@
 
 import logging
 
-from aiayn.config import ConfigError
 from aiayn.data import multi30k
 from aiayn.data.batching import Example
 from aiayn.data.coreference import coreference_task
 from aiayn.data.corpus import iter_parallel
 from aiayn.data.synthetic import number_task
 from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.data.batching import Example
-from aiayn.data.fingerprint import sha256_of
+from aiayn.data.file_hash import sha256_of
 
 log = logging.getLogger(__name__)
 

@@ -10,16 +10,7 @@
 import hashlib
 from pathlib import Path
 
-BLOCK = 1 << 20
-
-
-def sha256_of(path: Path) -> str:
-    """sha256 of one file's bytes, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
+from aiayn.data.file_hash import BLOCK
 
 
 def data_fingerprint(train_pairs, valid_pairs) -> str:
@@ -36,7 +27,7 @@ def data_files(data) -> list[Path]:
     if data.dataset == "files":
         return [Path(p) for p in (data.train_src, data.train_tgt, data.valid_src, data.valid_tgt)]
     if data.dataset == "multi30k":
-        from aiayn.data import multi30k  # (multi30k imports sha256_of from here)
+        from aiayn.data import multi30k
 
         return [Path(p) for split in ("train", data.valid_split)
                 for p in multi30k.pair_paths(split, data.src_lang, data.tgt_lang, data.data_dir or None)]

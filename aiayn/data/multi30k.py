@@ -11,7 +11,7 @@ import shutil
 import urllib.request
 from pathlib import Path
 
-from aiayn.data.fingerprint import sha256_of
+from aiayn.data.file_hash import sha256_of
 from aiayn.errors import AiaynError
 
 log = logging.getLogger(__name__)

@@ -25,10 +25,10 @@ Speed (BENCHMARKS.md, issue 10): the first step runs one row per sentence (the o
 empty then); the 2K best of the K x V extensions are found from block maxima (torch's CPU topk is slow on
 long rows); those candidates are read once per step (.tolist()), and the rest of the step's book-keeping
 (finished hypotheses, the "done" test, histories) is plain Python over B' x 2K numbers, cheaper than the
-~40 small tensor operations it replaced (a batch-1 step is dominated by per-operation costs). A model
-that offers step_candidates(tokens, state, scores, n, (pad, bos)) -> ((values, origin, token), state)
-finds the candidates itself (aiayn.decoding.compiled, inside its compiled step) on the steps whose
-log-probs no control changes.
+~40 small tensor operations it replaced (a batch-1 step is dominated by per-operation costs). A caller
+may hand beam_search a step_candidates(tokens, state, scores, n, (pad, bos)) -> ((values, origin, token),
+state) that finds the candidates itself (aiayn.decoding.compiled, inside its compiled step): it is used
+on the steps whose log-probs no control changes.
 """
 
 import time
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from aiayn.decoding.greedy import forbid_specials, max_lengths
+from aiayn.decoding.search_rules import forbid_specials, max_lengths
 from aiayn.errors import BudgetExceeded
 
 
@@ -44,7 +44,7 @@ from aiayn.errors import BudgetExceeded
 class Hypothesis:
     tokens: list[int]  # without bos/eos
     score: float  # length-normalized
-    log_prob: float  # raw sum of log-probs
+    log_prob: float | None  # raw sum of log-probs (None: an engine that reports only scores, CTranslate2)
     attention: dict | None = None  # {"cross": (L, H, T, S), "decoder_self": (L, H, T, T)}
 
 
@@ -139,10 +139,12 @@ def top_candidates(log_probs: torch.Tensor, scores: torch.Tensor, n: int):
 
 
 @torch.no_grad()
-def beam_search(model, src: torch.Tensor, params: SearchParams,
-                prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+def beam_search(model, src: torch.Tensor, params: SearchParams, prefixes: list[list[int]] | None = None, *,
+                step_candidates=None) -> list[list[Hypothesis]]:
     """src (B, S) -> for each sentence its params.n_best hypotheses, best first. prefixes: per sentence the
-    target tokens to force first (an empty list: none)."""
+    target tokens to force first (an empty list: none). step_candidates: the model's own decode step with
+    candidate search (aiayn.decoding.compiled.CompiledDecoder.step_candidates), for the steps no control
+    changes (None: decode_step, then top_candidates)."""
     B, device = src.size(0), src.device
     memory, _ = model.encode(src)
     state = model.init_state(memory, src)  # one row per sentence until the first step is taken
@@ -158,9 +160,9 @@ def beam_search(model, src: torch.Tensor, params: SearchParams,
         if params.deadline is not None and time.monotonic() > params.deadline:
             raise BudgetExceeded(f"decoding stopped after {t} steps: over its time budget")
         n = 2 * params.beam
-        if hasattr(model, "step_candidates") and not params.return_attention and not _controls_at(t, search, params):
+        if step_candidates is not None and not params.return_attention and not _controls_at(t, search, params):
             # the model finds the candidates itself (aiayn.decoding.compiled: inside its compiled step)
-            candidates, state = model.step_candidates(tokens, state, search.scores, n, (params.pad_id, params.bos_id))
+            candidates, state = step_candidates(tokens, state, search.scores, n, (params.pad_id, params.bos_id))
         else:
             log_probs, state, maps = model.decode_step(tokens, state, params.return_attention)
             log_probs = _restrict(forbid_specials(log_probs, params.pad_id, params.bos_id), search, t, params)

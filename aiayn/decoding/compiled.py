@@ -40,7 +40,6 @@ from torch.nn import functional as F
 
 from aiayn.decoding.beam import top_candidates
 from aiayn.decoding.compiled_cache import cached, fingerprint
-from aiayn.decoding.translate_batch import position_table
 from aiayn.errors import AiaynError
 
 CAPACITY_STEP = 32  # positions added to the self-attention cache when it is full
@@ -128,7 +127,7 @@ def check_compilable(model, device: torch.device) -> None:
                          f"torch, or decode without --compile")
     if device.type != "cpu":
         raise AiaynError(f"--compile makes a CPU decoding step; on {device} decode without it")
-    if not hasattr(model, "decoder_layers"):
+    if model.arch != "transformer":
         raise AiaynError("--compile covers the Transformer; an RNN model decodes without it")
     if next(model.parameters()).dtype != torch.float32:
         raise AiaynError("--compile covers float32 models; decode without it")
@@ -144,7 +143,7 @@ class _Step(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model = model
-        self.register_buffer("positions", position_table(model).detach().clone(), persistent=False)  # (max_len, D)
+        self.register_buffer("positions", model.positional.table.detach().clone(), persistent=False)  # (max_len, D)
 
     def forward(self, tokens, position, rows, ancestors, self_k, self_v, cross_k, cross_v, src_bias, hyp_scores,
                 forbidden, n_like):
@@ -297,7 +296,7 @@ class CompiledDecoder:
         (compiled_cache)."""
         # inductor's autotuning calls a deprecated torch API (torch 2.13): not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
-        S = Dim("S", min=2, max=position_table(self.model).size(0))  # sources longer are cut (translator.py)
+        S = Dim("S", min=2, max=self.model.positional.table.size(0))  # sources longer are cut (translator.py)
         encode_inputs = (torch.full((3, 7), self.model.pad_id),), ({0: Dim("B", min=1, max=1 << 20), 1: S},)
 
         def build(directory: Path) -> None:

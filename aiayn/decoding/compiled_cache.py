@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from aiayn.data.fingerprint import sha256_of
+from aiayn.data.file_hash import sha256_of
 from aiayn.errors import OutputError
 from aiayn.io import atomic_dir
 

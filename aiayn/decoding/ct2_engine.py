@@ -30,7 +30,11 @@ import logging
 import time
 from pathlib import Path
 
-from aiayn.data.fingerprint import sha256_of
+from aiayn.data.file_hash import sha256_of
+from aiayn.decoding.batches import pad_batch
+from aiayn.decoding.beam import Hypothesis
+from aiayn.decoding.engines import Capabilities
+from aiayn.decoding.search_rules import max_lengths
 from aiayn.errors import AiaynError, BudgetExceeded
 
 log = logging.getLogger(__name__)
@@ -183,9 +187,12 @@ def _device(device) -> tuple[str, int]:
 
 
 class CT2Engine:
-    """A loaded CTranslate2 model and the pieces it needs from aiayn's tokenizer."""
+    """A loaded CTranslate2 model and the pieces it needs from aiayn's tokenizer: a decoding engine
+    (aiayn.decoding.engines) for beam search without attention maps."""
 
-    name = "ct2"
+    # |Y|^alpha only, and a sentence ends at K finished hypotheses (patience 1); no maps, no sampling
+    capabilities = Capabilities(name="ct2", attention_maps=False, sampling=False, length_penalty_forms=("hf",),
+                                late_stopping=False, devices=("cpu", "cuda"))
 
     def __init__(self, path: Path, tokenizer, device="cpu", compute_type: str = "default", *,
                  intra_threads: int = 1, inter_threads: int = 1):
@@ -204,6 +211,25 @@ class CT2Engine:
         self.tokenizer = tokenizer
         self.piece_ids = {p: i for i, p in enumerate(tokenizer.id_to_piece(list(range(tokenizer.tgt_vocab_size))))}
         self.suppress = [[p] for p in dict.fromkeys(tokenizer.id_to_piece([tokenizer.pad_id, tokenizer.bos_id]))]
+
+    @property
+    def parallel_batches(self) -> int:
+        return self.inter_threads
+
+    def search(self, sources: list[list[int]], params, prefixes: list[list[int]], batching) -> list[list[Hypothesis]]:
+        """The engines' search: each sentence's length limit as the native beam search sets it (a * |x| + b
+        within the cap, room for the prefix and min_length), then translate()."""
+        limits = max_lengths(pad_batch(sources, params.pad_id, "cpu"), params.pad_id, params.max_len_a,
+                             params.max_len_b, params.max_output_len).tolist() if sources else []
+        limits = [max(limit, len(p) + 1, params.min_length + 1) for limit, p in zip(limits, prefixes)]
+        found = self.translate(sources, limits, params, prefixes, batching.batch_size, batching.max_tokens)
+        return [[Hypothesis(ids, score, None) for ids, score in hyps] for hyps in found]
+
+    def sample(self, sources, params, batching) -> list[list[Hypothesis]]:
+        raise AiaynError("sampling needs the native engine (--engine native)")  # refused before: capabilities
+
+    def close(self) -> None:
+        pass
 
     def translate(self, sources: list[list[int]], limits: list[int], params, prefixes: list[list[int]],
                   batch_size: int, max_tokens: int | None = None) -> list[list[tuple[list[int], float]]]:

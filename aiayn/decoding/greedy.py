@@ -1,24 +1,14 @@
-"""Token-by-token decoding over the model interface (encode, init_state, decode_step): greedy, and the
-loop that sampling shares with it."""
+"""Token-by-token decoding over the model interface (encode, init_state, decode_step): greedy search, the
+loop that sampling shares with it (a rule choosing each next token), and greedy translation of texts (the
+dev-BLEU callback's decoder)."""
 
 import time
 
 import torch
 
+from aiayn.decoding.batches import encode_sources, max_positions, pad_batch, search_in_batches
+from aiayn.decoding.search_rules import forbid_specials, max_lengths
 from aiayn.errors import BudgetExceeded
-
-
-def forbid_specials(log_probs: torch.Tensor, pad_id: int, bos_id: int) -> torch.Tensor:
-    """Padding and <s> are never outputs: their log-probs become -inf (in place). (B, V)"""
-    log_probs[:, [pad_id, bos_id]] = float("-inf")
-    return log_probs
-
-
-def max_lengths(src: torch.Tensor, pad_id: int, a: float, b: int, cap: int | None = None) -> torch.Tensor:
-    """Per-sentence output length limit a * |source| + b (§6.1: source length + 50), at most `cap`
-    (the model's positions: decoding step t reads position t). (B,)"""
-    limits = ((src != pad_id).sum(1).float() * a + b).long().clamp_min(1)
-    return limits if cap is None else limits.clamp_max(cap)
 
 
 @torch.no_grad()
@@ -55,3 +45,24 @@ def greedy_decode(model, src: torch.Tensor, bos_id: int, eos_id: int, pad_id: in
     """src (B, S) -> (hypotheses without bos/eos, summed log-probs (B,)), the argmax at every step."""
     return step_decode(model, src, bos_id, eos_id, pad_id, lambda lp: lp.argmax(dim=-1), max_len_a, max_len_b,
                        max_output_len)
+
+
+@torch.no_grad()
+def greedy_translate(model, tokenizer, sentences: list[str], decode_cfg, batch_size: int = 128) -> list[str]:
+    """Texts -> greedy translations (dev BLEU during training: fast, no Translator). The model's training
+    mode is restored afterwards."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    sources = encode_sources(tokenizer, sentences)
+    cap = max_positions(model)
+
+    def search_batch(indices: list[int]) -> list[str]:
+        src = pad_batch([sources[i] for i in indices], tokenizer.pad_id, device)
+        hyps, _ = greedy_decode(model, src, tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id,
+                                decode_cfg.max_len_a, decode_cfg.max_len_b, cap)
+        return [tokenizer.decode(hyp) for hyp in hyps]
+
+    outputs = search_in_batches(sources, search_batch, batch_size)
+    model.train(was_training)
+    return outputs

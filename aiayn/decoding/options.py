@@ -5,7 +5,7 @@ Translator.translate. Its checks run twice and only here:
 - when it is made (`__post_init__`): types, ranges and combinations that hold for any model;
 - against the model and engine that will decode (`for_model`): the model's defaults filled in
   (beam, length penalty, its form, early stopping), the beam against the target vocabulary, lengths
-  against the model's positions, and what the engine can do.
+  against the model's positions, and what the engine can do (its Capabilities).
 Every message names the option as the Python API spells it (beam, n_best, ...); the CLI's spelling is
 the same with dashes.
 """
@@ -114,9 +114,10 @@ class DecodeOptions:
                              f"{', '.join(sorted(known))}")
         return replace(self, **overrides) if overrides else self
 
-    def for_model(self, decode_cfg, *, vocab_size: int, max_positions: int, engine: str = "native") -> "DecodeOptions":
+    def for_model(self, decode_cfg, *, vocab_size: int, max_positions: int, capabilities) -> "DecodeOptions":
         """The options a search runs with: the model's defaults filled in, checked against the model (its
-        target vocabulary, its positions) and the engine ("native" or "ct2")."""
+        target vocabulary, its positions) and against what the engine can do (its Capabilities,
+        aiayn.decoding.engines): the one place where an option an engine cannot serve is refused."""
         beam = decode_cfg.beam if self.beam is None else self.beam
         if 2 * beam > vocab_size:
             raise AiaynError(f"beam={beam}: each step keeps the 2 x beam best of the model's {vocab_size} target "
@@ -127,31 +128,37 @@ class DecodeOptions:
             raise AiaynError(f"min_length={self.min_length}: outputs of this model are at most {cap} tokens with "
                              f"</s>; give at most {cap - 1}")
         if self.sampling is not None:
-            if engine == "ct2":
+            if not capabilities.sampling:
                 raise AiaynError("sampling needs the native engine (--engine native)")
             return replace(self, max_output_len=cap)
         alpha = decode_cfg.length_penalty if self.alpha is None else self.alpha
         form = self.length_penalty_form or decode_cfg.length_penalty_form
         early = decode_cfg.early_stopping if self.early_stopping is None else self.early_stopping
-        if engine == "ct2":
-            form, early = self._ct2_search(form, alpha, early)
+        form, early = self._engine_search(capabilities, form, alpha, early)
         return replace(self, beam=beam, alpha=alpha, length_penalty_form=form, early_stopping=early,
                        max_output_len=cap)
 
-    def _ct2_search(self, form: str, alpha: float, early: bool) -> tuple[str, bool]:
-        """CTranslate2 scores with |Y|^alpha (the hf form) and ends a sentence at K finished hypotheses:
-        its defaults become those, an explicit other choice is refused; it has no maps and no sampling."""
-        if self.return_attention:
-            raise AiaynError("attention maps need the native engine (--engine native): CTranslate2 returns at "
-                             "most one averaged cross-attention matrix, not aiayn's maps of every layer and head")
-        if self.length_penalty_form == "gnmt" and alpha != 0:
-            raise AiaynError("--length-penalty-form gnmt ((5 + |Y|) / 6)^alpha: CTranslate2 has only |Y|^alpha; "
-                             "use --length-penalty-form hf (the default with --engine ct2), or --engine native")
-        if self.early_stopping is False:
-            raise AiaynError("early_stopping false (--no-early-stopping: search on while a live hypothesis could "
-                             "still win): CTranslate2 ends a sentence at beam-size finished hypotheses; drop it, or "
-                             "use --engine native")
-        return "hf", True
+    def _engine_search(self, capabilities, form: str, alpha: float, early: bool) -> tuple[str, bool]:
+        """The length penalty's form and early stopping the engine can search with. CTranslate2 scores with
+        |Y|^alpha (the hf form) and ends a sentence at K finished hypotheses: its defaults become those, an
+        explicit other choice is refused; it has no maps."""
+        name, forms = capabilities.name, capabilities.length_penalty_forms
+        if self.return_attention and not capabilities.attention_maps:
+            raise AiaynError(f"attention maps need the native engine (--engine native): the {name} engine returns "
+                             f"at most one averaged cross-attention matrix, not aiayn's maps of every layer and head")
+        if form not in forms:
+            if self.length_penalty_form == form and alpha != 0:
+                raise AiaynError(f"--length-penalty-form {form}: the {name} engine scores with "
+                                 f"{', '.join(forms)} only; use --length-penalty-form {forms[0]} (the default with "
+                                 f"--engine {name}), or --engine native")
+            form = forms[0]
+        if not capabilities.late_stopping:
+            if self.early_stopping is False:
+                raise AiaynError(f"early_stopping false (--no-early-stopping: search on while a live hypothesis "
+                                 f"could still win): the {name} engine ends a sentence at beam-size finished "
+                                 f"hypotheses; drop it, or use --engine native")
+            early = True
+        return form, early
 
 
 def options_from_args(args) -> DecodeOptions:

@@ -56,31 +56,3 @@ def sample_decode(model, src, bos_id, eos_id, pad_id, temperature=1.0, top_k=0, 
         return torch.multinomial(filtered.softmax(-1), 1, generator=generator).squeeze(1)
 
     return step_decode(model, src, bos_id, eos_id, pad_id, choose, max_len_a, max_len_b, max_output_len, deadline)
-
-
-def sample_translations(translator, sentences: list[str], options: SamplingOptions, batch_size: int,
-                        max_output_len: int | None, deadline: float | None = None) -> list:
-    """Translator.sample's work: batches of sources (as beam search gets them), one sample each."""
-    from aiayn.decoding.translate_batch import length_sorted_batches, pad_batch
-
-    options.check()
-    tok, cfg = translator.tokenizer, translator.decode_cfg
-    cap = min(max_output_len or translator.max_positions, translator.max_positions)
-    generator = torch.Generator(device=translator.device)
-    if options.seed is None:
-        generator.seed()  # a fresh random seed for this generator only (torch's global RNG is left alone)
-    else:
-        generator.manual_seed(options.seed)
-    results, filled, sources, truncated = translator.prepare(sentences)
-    for indices in length_sorted_batches([len(s) for s in sources], batch_size):
-        src = pad_batch([sources[i] for i in indices], tok.pad_id, translator.device)
-        with torch.inference_mode():
-            hyps, scores = sample_decode(translator.model, src, tok.bos_id, tok.eos_id, tok.pad_id,
-                                         options.temperature, options.top_k, options.top_p, cfg.max_len_a,
-                                         cfg.max_len_b, generator, cap, deadline)
-        for row, i in enumerate(indices):
-            result = results[filled[i]]
-            result.text, result.score = tok.decode(hyps[row]), float(scores[row])
-            result.tokens, result.src_tokens = tok.id_to_piece(hyps[row]), tok.source_id_to_piece(sources[i])
-            result.n_best, result.truncated = [(result.text, result.score)], truncated[i]
-    return results

@@ -1,6 +1,7 @@
-"""The Translator: one object behind the Python API, the CLI and the web server. Two engines behind it,
-with the same options and results: native (aiayn's own beam search, attention maps on request) and ct2
-(CTranslate2 on an export cached in the model directory: aiayn.decoding.ct2_engine)."""
+"""The Translator: one object behind the Python API, the CLI and the web server. It holds the model, its
+tokenizer and decode settings, and one decoding engine (aiayn.decoding.engines: native, compiled, worker
+pool, or CTranslate2, aiayn.decoding.ct2_engine), picked once in from_pretrained; every engine takes the
+same options (checked against its Capabilities by DecodeOptions.for_model) and gives the same results."""
 
 import logging
 import os
@@ -10,11 +11,12 @@ from pathlib import Path
 
 import torch
 
-from aiayn.decoding.beam import SearchParams, beam_search
-from aiayn.decoding.greedy import max_lengths
+from aiayn.decoding.batches import encode_sources, max_positions, pad_batch
+from aiayn.decoding.beam import SearchParams
+from aiayn.decoding.engines import Batching, CompiledEngine, NativeEngine, PoolEngine, SampleParams
 from aiayn.decoding.options import DecodeOptions, check_int
-from aiayn.decoding.sampling import SamplingOptions, sample_translations
-from aiayn.decoding.translate_batch import encode_sources, length_sorted_batches, max_positions, pad_batch
+from aiayn.decoding.sampling import SamplingOptions
+from aiayn.decoding.search_rules import max_lengths
 from aiayn.errors import AiaynError
 
 log = logging.getLogger(__name__)
@@ -61,7 +63,7 @@ def unwritable(tokenizer, text: str) -> list[str]:
     return [c for c in chars if tokenizer.unk_id in tokenizer.encode_target([c])[0]]
 
 
-ENGINES = ("native", "ct2")
+ENGINES = ("native", "ct2")  # --engine
 
 
 MAX_WORKERS_PER_CORE = 4  # beyond the cores workers only wait for each other; far beyond, a typo forks hundreds
@@ -85,20 +87,42 @@ def even_batch_size(n: int, batch_size: int, workers: int) -> int:
     return -(-n // batches)
 
 
+def check_engine_flags(engine: str, compute_type: str | None, workers: int, compile: bool) -> None:
+    """The engine flags of from_pretrained, before anything is loaded."""
+    if engine not in ENGINES:
+        raise AiaynError(f"--engine {engine!r}: give one of {', '.join(ENGINES)}")
+    if compute_type is not None and engine != "ct2":
+        raise AiaynError(f"--compute-type {compute_type} applies to --engine ct2 only (the native engine "
+                         f"decodes in the model's own precision)")
+    check_workers(workers)
+    if compile and engine != "native":
+        raise AiaynError("--compile compiles the native engine's decoding step; CTranslate2 is compiled "
+                         "already: drop --compile, or use --engine native")
+
+
+def _ct2_backend(model, cfg, tokenizer, model_dir: Path, device, compute_type, use_ema: bool, workers: int):
+    """A CT2Engine on the model's CTranslate2 export (made or refreshed in the model directory)."""
+    from aiayn.decoding.ct2_engine import load_engine
+
+    if cfg.model.arch != "transformer":
+        raise AiaynError("--engine ct2 runs Transformer models (CTranslate2 has no RNN seq2seq); "
+                         "use --engine native")
+    backend = load_engine(model_dir, lambda: (model.cpu(), cfg, tokenizer), tokenizer, device, compute_type,
+                          use_ema, inter_threads=workers)
+    model.to(device)
+    return backend
+
+
 class Translator:
     def __init__(self, model, tokenizer, decode_cfg, device="cpu", model_dir: Path | None = None, *,
-                 ct2=None, pool=None, compiled=None):
-        """ct2: a loaded aiayn.decoding.ct2_engine.CT2Engine to decode with (None: the native engine).
-        pool: an aiayn.decoding.workers.WorkerPool that runs the native engine's beam searches (None: this
-        process runs them). compiled: an aiayn.decoding.compiled.CompiledDecoder of the model, whose compiled
-        step this process's beam searches use (not those with attention maps). The model is kept either way:
-        its size limits, its arch, inspection (aiayn attention, /api/step), attention maps."""
+                 backend=None):
+        """backend: the decoding engine (aiayn.decoding.engines; default: NativeEngine, this process on
+        the model). The model is kept whatever the engine: its size limits, its arch, inspection (aiayn
+        attention, /api/step), attention maps."""
         self.model, self.tokenizer, self.decode_cfg = model.eval(), tokenizer, decode_cfg
         self.device = torch.device(device)
         self.model_dir = model_dir
-        self.ct2 = ct2
-        self.pool = pool
-        self.compiled = compiled
+        self.backend = backend or NativeEngine(model=self.model, device=self.device)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", use_ema: bool = False, *,
@@ -116,55 +140,38 @@ class Translator:
         from aiayn.checkpoint import load_checkpoint, resolve_model_dir
         from aiayn.device import keep_freed_memory, resolve_device
 
-        if engine not in ENGINES:
-            raise AiaynError(f"--engine {engine!r}: give one of {', '.join(ENGINES)}")
-        if compute_type is not None and engine != "ct2":
-            raise AiaynError(f"--compute-type {compute_type} applies to --engine ct2 only (the native engine "
-                             f"decodes in the model's own precision)")
-        check_workers(workers)
-        if compile and engine != "native":
-            raise AiaynError("--compile compiles the native engine's decoding step; CTranslate2 is compiled "
-                             "already: drop --compile, or use --engine native")
+        check_engine_flags(engine, compute_type, workers, compile)
         device = resolve_device(device)
-        if workers > 1 and device.type != "cpu":
+        if workers > 1 and device.type not in PoolEngine.capabilities.devices:
             raise AiaynError(f"--workers {workers} runs batches side by side on CPU cores; on {device} use one "
                              f"(a GPU decodes a batch at a time)")
         keep_freed_memory()
         model_dir = resolve_model_dir(path)
         model, cfg, tokenizer = load_checkpoint(model_dir, device, use_ema)
-        ct2 = None
-        if engine == "ct2":
-            from aiayn.decoding.ct2_engine import load_engine
-
-            if cfg.model.arch != "transformer":
-                raise AiaynError("--engine ct2 runs Transformer models (CTranslate2 has no RNN seq2seq); "
-                                 "use --engine native")
-            ct2 = load_engine(model_dir, lambda: (model.cpu(), cfg, tokenizer), tokenizer, device, compute_type,
-                              use_ema, inter_threads=workers)
-            model.to(device)
-        compiled = None
         if compile:
             from aiayn.decoding.compiled import check_compilable
 
             check_compilable(model, device)
-        pool = None
-        if engine == "native" and workers > 1:
+        if engine == "ct2":
+            backend = _ct2_backend(model, cfg, tokenizer, model_dir, device, compute_type, use_ema, workers)
+        elif workers > 1:
             from aiayn.decoding.workers import WorkerPool
 
-            pool = WorkerPool(model=model, model_dir=model_dir, workers=workers, device=str(device), use_ema=use_ema,
-                              compile=compile)
+            backend = PoolEngine(model=model, pool=WorkerPool(model=model, model_dir=model_dir, workers=workers,
+                                                              device=str(device), use_ema=use_ema, compile=compile))
         elif compile:
             from aiayn.decoding.compiled import CompiledDecoder
 
             compiled = CompiledDecoder(model)
             compiled.warm_up(cfg.decode.beam)
-        return cls(model, tokenizer, cfg.decode, device, model_dir, ct2=ct2, pool=pool, compiled=compiled)
+            backend = CompiledEngine(model=model, compiled=compiled)
+        else:
+            backend = NativeEngine(model=model, device=device)
+        return cls(model, tokenizer, cfg.decode, device, model_dir, backend=backend)
 
     def close(self) -> None:
         """Ends the worker processes, if any (they also end when this process exits)."""
-        if self.pool is not None:
-            self.pool.close()
-            self.pool = None
+        self.backend.close()
 
     def __enter__(self) -> "Translator":
         return self
@@ -174,26 +181,31 @@ class Translator:
 
     @property
     def engine(self) -> str:
-        return "native" if self.ct2 is None else "ct2"
+        """"native" or "ct2": the engine's name (--engine)."""
+        return self.backend.capabilities.name
+
+    @property
+    def pool(self):
+        """The worker processes (aiayn.decoding.workers.WorkerPool) of a worker-pool engine; None otherwise
+        or once closed."""
+        return self.backend.pool if isinstance(self.backend, PoolEngine) else None
 
     def resolve(self, options: DecodeOptions | None = None, **overrides) -> DecodeOptions:
         """The options a call runs with: `options` (default: DecodeOptions()) with `overrides`, the model's
         decode settings filled in, checked against this model and engine (DecodeOptions.for_model)."""
         options = (options or DecodeOptions()).overridden(**overrides)
         return options.for_model(self.decode_cfg, vocab_size=self.tokenizer.tgt_vocab_size,
-                                 max_positions=self.max_positions, engine=self.engine)
+                                 max_positions=self.max_positions, capabilities=self.backend.capabilities)
 
     @property
     def parallel_batches(self) -> int:
         """Batches of plain translations this translator decodes at once: its worker processes, or
         CTranslate2's inter_threads; 1 in this process alone."""
-        if self.pool is not None:
-            return self.pool.workers
-        return self.ct2.inter_threads if self.ct2 is not None else 1
+        return self.backend.parallel_batches
 
     @property
     def arch(self) -> str:
-        return "rnn" if hasattr(self.model, "encoder") else "transformer"
+        return self.model.arch
 
     def translate(self, sentences: list[str], options: DecodeOptions | None = None, *,
                   target_prefix: list[str] | None = None, **overrides) -> list[Translation]:
@@ -206,34 +218,29 @@ class Translator:
         options = self.resolve(options, **overrides)
         check_sentences(sentences)
         check_prefixes(target_prefix, len(sentences))
-        if options.sampling is not None:
-            if target_prefix is not None:
-                raise AiaynError("sampling draws one translation per sentence: drop target_prefix")
-            deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
-            return sample_translations(self, sentences, options.sampling, options.batch_size,
-                                       options.max_output_len, deadline)
+        if target_prefix is not None and options.sampling is not None:
+            raise AiaynError("sampling draws one translation per sentence: drop target_prefix")
         results, filled, sources, truncated = self.prepare(sentences)
         prefixes = self._prefix_ids(target_prefix, filled, options.max_output_len)
-        params = self._search_params(options)
+        for i, hyps in enumerate(self._search(options, sources, prefixes)):
+            results[filled[i]] = self._result(hyps, sources[i], options.return_attention, truncated[i])
+        self._mark_limits(results, filled, sources, prefixes, options)
+        return results
+
+    def _search(self, options: DecodeOptions, sources: list[list[int]], prefixes: list[list[int]]) -> list:
+        """The engine's n-best Hypotheses per source, by sampling or beam search."""
+        tok, cfg = self.tokenizer, self.decode_cfg
+        deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
+        if options.sampling is not None:
+            params = SampleParams(options=options.sampling, bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id,
+                                  max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b,
+                                  max_output_len=options.max_output_len, deadline=deadline)
+            return self.backend.sample(sources, params, Batching(batch_size=options.batch_size))
         batch_size, parallel = options.batch_size, 1 if options.return_attention else self.parallel_batches
         if options.spread and parallel > 1 and options.max_tokens is None and sources:  # all busy to the end
             batch_size = even_batch_size(len(sources), batch_size, parallel)
-        if self.ct2 is not None:
-            self._translate_ct2(results, filled, sources, truncated, params, prefixes, batch_size, options.max_tokens)
-            self._mark_limits(results, filled, sources, prefixes, options)
-            return results
-        batches = length_sorted_batches([len(s) for s in sources], batch_size, options.max_tokens)
-        if self.pool is not None and not options.return_attention:  # maps come from this process's model
-            found = self.pool.search([[sources[i] for i in b] for b in batches], params,
-                                     [[prefixes[i] for i in b] for b in batches])
-        else:
-            found = (self._search_here([sources[i] for i in b], params, [prefixes[i] for i in b]) for b in batches)
-        for indices, nbest in zip(batches, found):
-            for row, i in enumerate(indices):
-                results[filled[i]] = self._result(nbest[row], sources[i], options.return_attention)
-                results[filled[i]].truncated = truncated[i]
-        self._mark_limits(results, filled, sources, prefixes, options)
-        return results
+        return self.backend.search(sources, self._search_params(options, deadline), prefixes,
+                                   Batching(batch_size=batch_size, max_tokens=options.max_tokens))
 
     def _mark_limits(self, results, filled, sources, prefixes, options: DecodeOptions) -> None:
         """stopped_at_limit: the best output is as long as its length limit, beam_search's (a * |src| + b within
@@ -247,22 +254,14 @@ class Translator:
             limit = max(limit, len(prefix) + 1, options.min_length + 1)
             results[filled[i]].stopped_at_limit = len(results[filled[i]].tokens) >= limit
 
-    def _search_params(self, options: DecodeOptions) -> SearchParams:
+    def _search_params(self, options: DecodeOptions, deadline: float | None) -> SearchParams:
         tok, cfg = self.tokenizer, self.decode_cfg
-        deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
         return SearchParams(bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, beam=options.beam,
                             alpha=options.alpha, lp_form=options.length_penalty_form, max_len_a=cfg.max_len_a,
                             max_len_b=cfg.max_len_b, max_output_len=options.max_output_len, n_best=options.n_best,
                             min_length=options.min_length, no_repeat_ngram_size=options.no_repeat_ngram_size,
                             early_stopping=options.early_stopping, return_attention=options.return_attention,
                             deadline=deadline)
-
-    def _search_here(self, sources: list[list[int]], params: SearchParams, prefixes: list[list[int]]) -> list:
-        """One batch's beam search in this process -> per sentence its n-best Hypotheses."""
-        src = pad_batch(sources, self.tokenizer.pad_id, self.device)
-        model = self.compiled if self.compiled is not None and not params.return_attention else self.model
-        with torch.inference_mode():
-            return beam_search(model, src, params, prefixes)
 
     def _prefix_ids(self, target_prefix: list[str] | None, filled: list[int], max_output_len: int) -> list[list[int]]:
         """Target ids of each non-blank sentence's prefix ([] for none), each checked to fit the output."""
@@ -300,33 +299,21 @@ class Translator:
         return self.translate(sentences, sampling=options, batch_size=batch_size, max_output_len=max_output_len,
                               time_limit=time_limit)
 
-    def _translate_ct2(self, results, filled, sources, truncated, params: SearchParams, prefixes, batch_size,
-                       max_tokens) -> None:
-        tok = self.tokenizer
-        limits = max_lengths(pad_batch(sources, tok.pad_id, "cpu"), tok.pad_id, params.max_len_a, params.max_len_b,
-                             params.max_output_len).tolist() if sources else []  # the native engine's a * |x| + b
-        limits = [max(limit, len(p) + 1, params.min_length + 1) for limit, p in zip(limits, prefixes)]  # as beam_search
-        nbest = self.ct2.translate(sources, limits, params, prefixes, batch_size, max_tokens)
-        for i, hyps in enumerate(nbest):
-            ids, score = hyps[0]
-            results[filled[i]] = Translation(
-                text=tok.decode(ids), score=score, tokens=tok.id_to_piece(ids),
-                src_tokens=tok.source_id_to_piece(sources[i]), n_best=[(tok.decode(h), s) for h, s in hyps],
-                truncated=truncated[i])
-
     @property
     def max_positions(self) -> int:
         """The longest source (with </s>) and output the model takes: its position table's size."""
         return max_positions(self.model) or 1024
 
-    def _result(self, hyps, source_ids, return_attention) -> Translation:
+    def _result(self, hyps, source_ids, return_attention, truncated: bool) -> Translation:
+        """The one result builder: an engine's n-best Hypotheses of one source -> its Translation."""
         tok, best = self.tokenizer, hyps[0]
         attention = None
         if return_attention:
             attention = self._attention_maps(best, source_ids)
         n_best = [(tok.decode(h.tokens), h.score) for h in hyps]
         return Translation(text=tok.decode(best.tokens), score=best.score, tokens=tok.id_to_piece(best.tokens),
-                           src_tokens=tok.source_id_to_piece(source_ids), n_best=n_best, attention=attention)
+                           src_tokens=tok.source_id_to_piece(source_ids), n_best=n_best, attention=attention,
+                           truncated=truncated)
 
     def _attention_maps(self, best, source_ids: list[int]) -> dict:
         """Maps of the best hypothesis: cross and decoder self from the search (cached decoding),

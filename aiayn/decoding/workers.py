@@ -93,13 +93,15 @@ def _search(sources: list[list[int]], params, prefixes: list[list[int]]) -> list
     """One batch in a worker: source ids (with </s>) -> per sentence its n-best Hypotheses (no maps)."""
     import torch
 
+    from aiayn.decoding.batches import pad_batch
     from aiayn.decoding.beam import beam_search
     from aiayn.decoding.compiled import CompiledDecoder
-    from aiayn.decoding.translate_batch import pad_batch
 
-    device = torch.device("cpu") if isinstance(_model, CompiledDecoder) else next(_model.parameters()).device
+    compiled = isinstance(_model, CompiledDecoder)
+    device = torch.device("cpu") if compiled else next(_model.parameters()).device
     with torch.inference_mode():
-        return beam_search(_model, pad_batch(sources, params.pad_id, device), params, prefixes)
+        return beam_search(_model, pad_batch(sources, params.pad_id, device), params, prefixes,
+                           step_candidates=_model.step_candidates if compiled else None)
 
 
 def _compile_here(model):

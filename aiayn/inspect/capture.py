@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from aiayn.decoding.translate_batch import encode_sources
+from aiayn.decoding.batches import encode_sources
 from aiayn.errors import AiaynError
 
 

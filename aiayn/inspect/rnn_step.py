@@ -29,7 +29,7 @@ def _score_doc(score) -> tuple[str, str]:
 @torch.no_grad()
 def rnn_step(model, tokenizer, src_ids: list[int], tgt_in_ids: list[int], query: int, kind: str = "cross",
              layer: int = 0, head: int = 0) -> dict:
-    if not hasattr(model, "decoder") or not hasattr(model.decoder, "score"):
+    if model.arch != "rnn":
         raise InspectError("this step view is for RNN models with attention")
     if (kind, layer, head) != ("cross", 0, 0):
         raise InspectError(f"an RNN model has one attention map: kind cross, layer 0, head 0 (not {kind}, "
@@ -44,7 +44,7 @@ def rnn_step(model, tokenizer, src_ids: list[int], tgt_in_ids: list[int], query:
     for t in range(query):
         dec.step(tgt_in[:, t], state)
     emb = dec.embedding(tgt_in[:, query])
-    luong = hasattr(dec, "W_c")
+    luong = dec.attention_kind == "luong"
     if luong:  # input feeding, then attend with the new state h_t (seed 002's s_t)
         s = dec._run_rnn(torch.cat([emb, state.input_feed], dim=-1), state)
     else:  # Bahdanau attends from s_{t-1}

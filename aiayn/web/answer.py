@@ -6,7 +6,7 @@ its own language."""
 
 import torch
 
-from aiayn.decoding.translate_batch import encode_sources
+from aiayn.decoding.batches import encode_sources
 from aiayn.errors import AiaynError
 from aiayn.inspect.capture import capture, maps_of, word_groups
 from aiayn.web.language import looks_like

@@ -194,7 +194,7 @@ def max_response_bytes(translator, max_output_tokens: int = MAX_OUTPUT_TOKENS) -
     T = max_output_tokens), every weight at its longest, each row's brackets; the subwords and the
     translation at the vocabulary's longest subword, 6 bytes a character (an escaped one); ids; 1 KB."""
     S, T, model = MAX_SOURCE_TOKENS, max_output_tokens, translator.model
-    if hasattr(model, "encoder_layers"):  # Transformer: encoder self (S x S), decoder self (T x T), cross (T x S)
+    if model.arch == "transformer":  # encoder self (S x S), decoder self (T x T), cross (T x S)
         heads = model.encoder_layers[0].self_attn.n_heads
         n_enc, n_dec = heads * len(model.encoder_layers), heads * len(model.decoder_layers)
         n_values, n_rows = n_enc * S * S + n_dec * (T * T + T * S), n_enc * S + n_dec * 2 * T

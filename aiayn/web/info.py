@@ -53,7 +53,7 @@ def _imported_from(model_dir) -> str:
 
 
 def _sizes(model) -> dict:
-    if hasattr(model, "encoder_layers"):
+    if model.arch == "transformer":
         attn, layer = model.encoder_layers[0].self_attn, model.encoder_layers[0]
         return {"d_model": attn.d_model, "n_heads": attn.n_heads, "d_k": attn.d_head,
                 "n_encoder_layers": len(model.encoder_layers), "n_decoder_layers": len(model.decoder_layers),
@@ -64,7 +64,7 @@ def _sizes(model) -> dict:
     name, formula = _score_doc(dec.score)
     return {"d_model": dec.d_model, "n_heads": 1, "n_encoder_layers": model.encoder.n_layers,
             "n_decoder_layers": dec.rnn.num_layers, "rnn_cell": type(dec.rnn).__name__,
-            "decoder": "luong" if hasattr(dec, "W_c") else "bahdanau", "score_name": name, "score_formula": formula}
+            "decoder": dec.attention_kind, "score_name": name, "score_formula": formula}
 
 
 def _read_json(path):
@@ -147,13 +147,9 @@ def model_info(translator, max_source_tokens: int, max_text: int) -> dict:
 
 
 def _d_ff(model) -> int | None:
-    layers = getattr(model, "encoder_layers", None)
-    return layers[0].ffn.w_1.weight.shape[0] if layers else None
+    return model.encoder_layers[0].ffn.w_1.weight.shape[0] if model.arch == "transformer" else None
 
 
 def _positions_kind(model) -> str | None:
     """"sinusoidal" (§3.5), "learned" (Table 3 row E), or None (an RNN reads positions in order)."""
-    positional = getattr(model, "positional", None)
-    if positional is None:
-        return None
-    return "sinusoidal" if hasattr(positional, "table") else "learned"
+    return model.positional.kind if model.arch == "transformer" else None

@@ -8,17 +8,12 @@ POSITIONS = 50  # rows of the table sent (the page's heatmap); at d_model 512 ab
 DECIMALS = 6
 
 
-def _table(positional) -> torch.Tensor:
-    return positional.table if hasattr(positional, "table") else positional.weight
-
-
 @torch.no_grad()
 def positions_panel(model) -> dict | None:
-    positional = getattr(model, "positional", None)
-    if positional is None:
+    if model.arch != "transformer":
         return None
-    table = _table(positional)[:POSITIONS].double().cpu()  # (P, D)
-    return {"kind": "sinusoidal" if hasattr(positional, "table") else "learned",
-            "d_model": table.size(1), "max_len": _table(positional).size(0),
+    positional = model.positional
+    table = positional.table[:POSITIONS].double().cpu()  # (P, D)
+    return {"kind": positional.kind, "d_model": table.size(1), "max_len": positional.table.size(0),
             "table": table.round(decimals=DECIMALS).tolist(),
             "dots": (table @ table.T).round(decimals=4).tolist()}
