@@ -64,15 +64,18 @@ def _model_metadata(cfg: ExperimentConfig) -> dict:
 
 
 def save_checkpoint(path: str | Path, model, cfg: ExperimentConfig, tokenizer: Tokenizer,
-                    trainer_state: dict | None = None, ema: dict | None = None, info: dict | None = None) -> Path:
-    """Write a complete checkpoint directory atomically (replacing one at `path`: callers check first)."""
-    with atomic_dir(path) as tmp:
+                    trainer_state: dict | None = None, ema: dict | None = None, info: dict | None = None,
+                    *, intact: str | None = None) -> Path:
+    """Write a complete checkpoint directory atomically (replacing one at `path`: callers check first).
+    intact: what a failed write leaves intact, in its error (default: the earlier directory, or nothing)."""
+    with atomic_dir(path, intact=intact) as tmp:
         save_model(model, str(tmp / "model.safetensors"), metadata=_model_metadata(cfg))
         (tmp / "config.yaml").write_text(config_yaml(cfg), encoding="utf-8")
         for name, data in tokenizer.files().items():  # tokenizer.model, or the files of separate vocabularies
             (tmp / name).write_bytes(data)
         if trainer_state is not None:
-            torch.save(trainer_state, tmp / "trainer_state.pt")
+            with open(tmp / "trainer_state.pt", "wb") as f:  # to a path torch says only "file write failed";
+                torch.save(trainer_state, f)                 # a Python file's OSError (full disk) passes through
         if ema is not None:
             save_file({k: v.contiguous() for k, v in ema.items()}, str(tmp / "ema.safetensors"))
         (tmp / "info.json").write_text(json.dumps(info or {}, indent=2), encoding="utf-8")

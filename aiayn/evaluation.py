@@ -136,7 +136,11 @@ def load_test_set(*, src: str | None = None, ref: str | None = None, dataset: st
         return [s for s, _ in pairs], [t for _, t in pairs]
     if not (src and ref):
         raise EvaluationError("give --src FILE --ref FILE, or --dataset multi30k --pair de-en --split NAME")
-    sources, refs = read_lines(src), read_lines(ref)
+    sources, refs = read_lines(src, allow_empty=True), read_lines(ref, allow_empty=True)
+    for path, lines in ((src, sources), (ref, refs)):
+        if not lines:  # translate accepts an empty input; a score of nothing means nothing
+            raise EvaluationError(f"{path} is empty: there is nothing to translate and score; give a test set "
+                                  f"with one sentence per line")
     if len(sources) != len(refs):
         raise EvaluationError(f"{src} has {len(sources)} lines but {ref} has {len(refs)}; they must be aligned")
     return sources, refs

@@ -15,6 +15,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -34,22 +35,43 @@ WRITE_ERRORS = {
 }
 
 
-def write_error(err: OSError, path: str | Path, intact: str) -> OutputError | None:
-    """The one-line error for an OSError met while writing `path` (None for other errors)."""
-    what = WRITE_ERRORS.get(err.errno)
+# A library that writes in native code wraps the OSError in its own exception, with the errno only in
+# the text: safetensors (Rust) raises SafetensorError("... I/O error: No space left on device (os error
+# 28)"). torch.save to a path says only "file write failed", so aiayn hands it a Python file instead,
+# whose OSError torch passes on unchanged.
+_WRAPPED_ERRNO = re.compile(r"\(os error (\d+)\)|\[Errno (\d+)\]")
+
+
+def _errno_of(err: BaseException) -> int | None:
+    if isinstance(err, OSError):
+        return err.errno
+    if type(err).__name__ == "SafetensorError":
+        found = _WRAPPED_ERRNO.search(str(err))
+        return int(found.group(1) or found.group(2)) if found else None
+    return None
+
+
+def write_error(err: BaseException, path: str | Path, intact: str) -> OutputError | None:
+    """The one-line error for a failed write of `path` (None for errors that are not write errors)."""
+    what = WRITE_ERRORS.get(_errno_of(err))
     if what is None:
         return None
     return OutputError(f"{path}: could not write it: {what}; {intact}")
 
 
 @contextlib.contextmanager
-def writing(path: str | Path, intact: str = "nothing was changed there") -> Iterator[None]:
-    """Turns a write error inside the block (full disk, read-only, no permission, quota) into one line
-    naming `path` and saying what is intact. Any other error passes unchanged."""
+def writing(path: str | Path, intact: str = "nothing was changed there", temporary: Path | None = None
+            ) -> Iterator[None]:
+    """Turns a write error inside the block (full disk, read-only, no permission, quota), also as a library
+    wraps it, into one line naming `path` and saying what is intact; and any other OSError about aiayn's
+    `temporary` name into one naming `path` instead. Any other error passes unchanged."""
     try:
         yield
-    except OSError as err:
+    except Exception as err:
         mapped = write_error(err, path, intact)
+        if mapped is None and temporary is not None and isinstance(err, OSError) and err.filename \
+                and str(err.filename).startswith(str(temporary)):
+            mapped = OutputError(f"{path}: could not write it: {err.strerror or err}; {intact}")
         if mapped is None:
             raise
         raise mapped from None
@@ -67,6 +89,25 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _new_temporary(given, path: Path) -> tuple[int, str]:
+    """mkstemp beside `path`; a directory that takes no new file (/proc, a read-only mount) is said so
+    with the user's path, never aiayn's temporary name."""
+    try:
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        mapped = write_error(err, given, "nothing was written")
+        raise (mapped or OutputError(f"{given}: could not write it: {path.parent} takes no new files "
+                                     f"({err.strerror or err}); nothing was written. Write it elsewhere")) from None
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    """The nearest existing ancestor of `path` that is not a directory (a file where one must be)."""
+    for parent in path.parents:
+        if parent.exists() or parent.is_symlink():
+            return None if parent.is_dir() else parent
+    return None
 
 
 def _intact(path: Path) -> str:
@@ -96,12 +137,11 @@ def atomic_path(path: str | Path, *, follow_links: bool = True) -> Iterator[Path
         raise OutputError(f"{given} is a directory; give a file name")
     if not path.parent.is_dir():
         raise OutputError(f"{given}: the directory {path.parent} does not exist; create it first")
-    with writing(given, f"nothing was written in {path.parent}"):
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = _new_temporary(given, path)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        with writing(given, _intact(path)):
+        with writing(given, _intact(path), temporary=tmp):
             yield tmp
             os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes 0600; outputs get the user's usual mode
             with open(tmp, "rb") as f:
@@ -135,19 +175,24 @@ def _fsync_tree(root: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | Path) -> Iterator[Path]:
+def atomic_dir(path: str | Path, *, intact: str | None = None) -> Iterator[Path]:
     """Yields a new empty temporary directory beside `path`; when the caller is done it is fsynced and
     renamed to `path`. An existing `path` is replaced only after the new one is complete (the callers
     decide whether it may be replaced: see check_output_dir). On failure the temporary one is removed.
-    A symlink at `path` is replaced by the directory, never followed. Write errors name `path`."""
+    A symlink at `path` is replaced by the directory, never followed. Write errors name `path` and say
+    what is `intact` (default: the earlier directory, or that nothing was written)."""
     path = Path(path)
-    intact = "the earlier directory is intact" if path.exists() else "nothing was written"
+    if intact is None:
+        intact = "the earlier directory is intact" if path.exists() else "nothing was written"
+    blocker = _file_in_the_way(path)
+    if blocker is not None:
+        raise OutputError(f"{blocker} is a file where aiayn needs a directory (to write {path}); move it away")
     with writing(path, intact):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     os.chmod(tmp, 0o777 & ~umask())  # mkdtemp makes 0700: others could not load the model
     try:
-        with writing(path, intact):
+        with writing(path, intact, temporary=tmp):
             yield tmp
             _fsync_tree(tmp)
             if path.is_symlink():  # the link goes, never what it points to

@@ -196,8 +196,9 @@ def test_evaluate_and_translate_bad_input_files(transformer_dir, ws, capsys, src
     write(ws / "bad.en.gz", b"not gzip\n")
     (ws / "d").mkdir()
     before = tree_digest(ws, transformer_dir)
-    for argv in (["evaluate", "--model", transformer_dir, "--src", ws / src, "--ref", ws / "valid.de"],
-                 ["translate", "--model", transformer_dir, "--input", ws / src, "--output", ws / "out.txt"]):
+    commands = [["evaluate", "--model", transformer_dir, "--src", ws / src, "--ref", ws / "valid.de"],
+                ["translate", "--model", transformer_dir, "--input", ws / src, "--output", ws / "out.txt"]]
+    for argv in commands[:1] if src == "empty.en" else commands:  # an empty input translates to an empty output
         code, output = run_cli(argv, capsys)
         assert_refused(code, output, needles)
     assert tree_digest(ws, transformer_dir) == before

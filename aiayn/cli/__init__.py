@@ -64,17 +64,24 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def _on_interrupt(leaving: list):
-    """SIGINT: the first one stops the command (KeyboardInterrupt, so every `finally` runs and temporary
-    files go); a second one while it is leaving ends the process at once, quietly."""
+class _Interrupt:
+    """SIGINT. While the command's libraries load (torch: a KeyboardInterrupt raised inside its native
+    import can abort the interpreter) nothing is being written, so a Ctrl-C ends the process at once with
+    its one line. Once the command runs, the first one stops it (KeyboardInterrupt: every `finally` runs and
+    temporary files go); a second one while it leaves ends the process at once, quietly."""
 
-    def handler(signum, frame):
-        if leaving:
+    def __init__(self, words: list[str]):
+        self.line = f"{_command_name(words)}: interrupted\n".encode()
+        self.starting, self.leaving = True, False
+
+    def __call__(self, signum, frame):
+        if self.starting:
+            os.write(2, self.line)
             _exit_now(130)
-        leaving.append(signum)
+        if self.leaving:
+            _exit_now(130)
+        self.leaving = True
         raise KeyboardInterrupt
-
-    return handler
 
 
 def _command_name(argv: list[str]) -> str:
@@ -88,9 +95,10 @@ def main(argv=None) -> int:
     words = sys.argv[1:] if argv is None else [str(a) for a in argv]
     debug = "--debug" in words or os.environ.get("AIAYN_DEBUG", "") not in ("", "0")
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, _on_interrupt([])) if in_main_thread else None
+    interrupt = _Interrupt(words)
+    previous = signal.signal(signal.SIGINT, interrupt) if in_main_thread else None
     try:
-        return _run(words, debug)
+        return _run(words, debug, interrupt)
     except KeyboardInterrupt:
         if debug:
             raise
@@ -102,7 +110,7 @@ def main(argv=None) -> int:
             signal.signal(signal.SIGINT, (lambda signum, frame: _exit_now(130)) if program else previous)
 
 
-def _run(words: list[str], debug: bool) -> int:
+def _run(words: list[str], debug: bool, interrupt: _Interrupt) -> int:
     parser = build_parser()
     args = parser.parse_args(words)
     if args.command is None:
@@ -111,6 +119,9 @@ def _run(words: list[str], debug: bool) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     handler = {name: h for group in _groups() for name, h in group.COMMANDS.items()}[args.command]
+    import torch  # noqa: F401  every command's models: loaded while a Ctrl-C simply ends the process
+
+    interrupt.starting = False
     try:
         return handler(args) or 0
     except BrokenPipeError:  # the reader left (e.g. `| head -1`): not an error of ours

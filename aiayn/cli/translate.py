@@ -101,9 +101,9 @@ def cmd_translate(args) -> int:
     if args.workers > 1 and args.engine == "native" and (args.alignment or args.sample):
         raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} decodes in this process (the maps and "
                          f"the samples come from its model): drop --workers {args.workers}")
-    prefixes = read_lines(args.target_prefix) if args.target_prefix else None
+    prefixes = read_lines(args.target_prefix, allow_empty=True) if args.target_prefix else None
     # with --compile a bad file fails before the model compiles (tens of seconds); else after a bad model
-    lines = read_lines(args.input) if args.input and args.compile else None
+    lines = read_lines(args.input, allow_empty=True) if args.input and args.compile else None
     translator = load_translator(args, args.model)
     options = resolve_options(translator, options)  # before reading stdin
 
@@ -121,8 +121,9 @@ def cmd_translate(args) -> int:
         return _render(result, args.n_best, word_alignment(result, translator) if args.alignment else None)
 
     if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
-        if lines is None:
-            lines = read_lines(args.input) if args.input else list(iter_stream_lines(sys.stdin.buffer))
+        if lines is None:  # an empty input, file or stdin alike, is an empty output
+            lines = read_lines(args.input, allow_empty=True) if args.input else \
+                list(iter_stream_lines(sys.stdin.buffer))
         if prefixes is not None and len(prefixes) != len(lines):
             raise AiaynError(f"--target-prefix {args.target_prefix} has {len(prefixes)} lines for "
                              f"{len(lines)} input lines: give one line per input line (a blank one: no prefix)")

@@ -84,14 +84,15 @@ def _iter_lines(f, path: Path):
         yield _decode(raw, path, number)
 
 
-def read_lines(path: str | Path) -> list[str]:
-    """All lines of a UTF-8 text file (.gz allowed), without line endings."""
+def read_lines(path: str | Path, *, allow_empty: bool = False) -> list[str]:
+    """All lines of a UTF-8 text file (.gz allowed), without line endings. An empty file is an error (a
+    corpus needs sentences) unless allow_empty: text to translate may be empty, as an empty stdin is."""
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"{path}: file not found; check the path (or data.data_dir)")
     with _open(path) as f:
         out = list(_iter_lines(f, path))
-    if not out:
+    if not out and not allow_empty:
         raise CorpusError(f"{path}: file is empty; a corpus needs one sentence per line")
     return out
 

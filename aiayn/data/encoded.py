@@ -149,6 +149,11 @@ def encoded_corpus(pairs_factory, tokenizer, max_len: int | None, fingerprint: s
     key = hashlib.sha256(f"{FORMAT_VERSION}|{fingerprint}|{hashlib.sha256(tokenizer.proto).hexdigest()}|"
                          f"{max_len}".encode()).hexdigest()[:KEY_CHARS]
     path = Path(cache) / key
+    if Path(cache).exists() and not Path(cache).is_dir():
+        from aiayn.errors import OutputError
+
+        raise OutputError(f"{cache} is a file where aiayn keeps its encoded corpus: move it away (the run "
+                          f"encodes its corpus there again)")
     if is_main and locked:
         remove_temporaries(Path(cache))
     if is_main and not intact(path):

@@ -169,6 +169,17 @@ class Trainer:
             raise CheckpointError(f"{self.out}: none of its {len(candidates)} checkpoints can be resumed from "
                                   f"(see the warnings); use a new --out")
 
+    def _intact(self) -> str:
+        """What a checkpoint that could not be written leaves, in its error: the last good one."""
+        name = ""
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            name = (self.out / "latest").read_text(encoding="utf-8").strip()
+        latest = self.out / "checkpoints" / name
+        if name and latest.is_dir():
+            return f"training stopped; the last good checkpoint, {latest}, is intact: free space and resume with " \
+                   f"the same command"
+        return "training stopped before its first checkpoint: free space and run the same command again"
+
     def save(self, interrupted_by: str = "") -> Path | None:
         """A checkpoint of this step; interrupted_by (a signal's name) marks one saved between two
         train.save_every steps, which stays out of the average (aiayn/training/run_files.py)."""
@@ -177,7 +188,7 @@ class Trainer:
         path = self.out / "checkpoints" / f"step_{self.progress.step:08d}"
         info = {"step": self.progress.step, "epoch": self.progress.epoch}
         save_checkpoint(path, self.model, self.cfg, self.tokenizer, self.state_dict(), self.ema,
-                        {**info, "interrupted": interrupted_by} if interrupted_by else info)
+                        {**info, "interrupted": interrupted_by} if interrupted_by else info, intact=self._intact())
         write_text_atomic(self.out / "latest", path.name + "\n", follow_links=False)
         prune_checkpoints(self.out, path, keep=max(self.tc.keep_last, self.tc.average_last))
         return path
