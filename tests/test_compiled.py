@@ -154,10 +154,10 @@ def test_what_it_does_not_cover_is_refused(model, rnn_dir, transformer_dir, monk
 def test_cli_checks_the_input_before_compiling(transformer_dir, tmp_path, capsys, monkeypatch):
     """A bad --input fails at once, not after the model compiled (tens of seconds)."""
     monkeypatch.setattr(CompiledDecoder, "__init__", lambda *a, **k: pytest.fail("compiled before the input was read"))
-    empty = tmp_path / "empty.txt"
-    empty.write_text("")
-    assert main(["translate", "--model", str(transformer_dir), "--compile", "--input", str(empty)]) == 2
-    assert "empty" in capsys.readouterr().err
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\xff\xfe\x00 not text")
+    assert main(["translate", "--model", str(transformer_dir), "--compile", "--input", str(binary)]) == 2
+    assert "binary.txt" in capsys.readouterr().err
 
 
 @needs_compiler
