@@ -25,85 +25,151 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class DataConfig:
-    dataset: str = "synthetic"  # synthetic (number words) | coreference (aiayn/data/coreference.py) | multi30k | files
+    """What the model is trained on, and how its tokenizer is made.
+
+    Attributes:
+        dataset: synthetic (number words) | coreference (aiayn/data/coreference.py) | multi30k | files.
+        src_lang: source language code (multi30k: en, de, fr or cs).
+        tgt_lang: target language code.
+        data_dir: multi30k: local directory (else $AIAYN_MULTI30K_DIR, else download to cache).
+        train_src: dataset files: training source file (plain text or .gz, one sentence a line).
+        train_tgt: dataset files: training target file, aligned with train_src.
+        valid_src: dataset files: validation source file.
+        valid_tgt: dataset files: validation target file.
+        valid_split: multi30k: the split used for validation.
+        vocab_size: SentencePiece BPE pieces (of each side's model when joint_vocab is false).
+        byte_fallback: characters unseen in training become byte pieces (not <unk>); costs 256 pieces: needs
+            vocab_size >= 384.
+        lowercase: SentencePiece folds case (its nmt_nfkc_cf rule) in training and at every later encode: the
+            model reads and writes lowercased text, as the lowercased Multi30k of the published results (score
+            it with -lc; dev BLEU is then -lc too). Like vocab_size, it shapes a new tokenizer only:
+            --init-from keeps its model's.
+        joint_vocab: one BPE model and id table for both languages; false: one per side.
+        max_len: pairs longer than this (in subword tokens) are dropped from training and counted.
+        max_valid_pairs: validation (loss, dev BLEU) uses at most this many pairs, the first ones, with a
+            warning when the set has more: a validation set is held in memory (a 1M-pair set made a tiny
+            20-step run peak at 1.49 GB RSS; with this cap 0.37 GB, as with a 1,000-pair set).
+        synthetic_train: the built-in tasks (synthetic, coreference): training pairs.
+        synthetic_valid: the built-in tasks: validation pairs (as many again are held out for testing).
+        synthetic_seed: the built-in tasks: seed of the generated pairs.
+        coreference_order: coreference: German clause order, source | pronoun_first.
+    """
+
+    dataset: str = "synthetic"
     src_lang: str = "en"
     tgt_lang: str = "de"
-    data_dir: str = ""  # multi30k: local directory (else $AIAYN_MULTI30K_DIR, else download to cache)
-    train_src: str = ""  # dataset: files
+    data_dir: str = ""
+    train_src: str = ""
     train_tgt: str = ""
     valid_src: str = ""
     valid_tgt: str = ""
     valid_split: str = "val"
-    vocab_size: int = 8000  # SentencePiece BPE pieces (of each side's model when joint_vocab is false)
-    # characters unseen in training become byte pieces (not <unk>); costs 256 pieces: needs vocab_size >= 384
+    vocab_size: int = 8000
     byte_fallback: bool = True
-    # SentencePiece folds case (its nmt_nfkc_cf rule) in training and at every later encode: the model reads
-    # and writes lowercased text, as the lowercased Multi30k of the published results (score it with -lc; dev
-    # BLEU is then -lc too). Like vocab_size, it shapes a new tokenizer only: --init-from keeps its model's.
     lowercase: bool = False
-    joint_vocab: bool = True  # one BPE model and id table for both languages; false: one per side
-    max_len: int = 128  # pairs longer than this (in subword tokens) are dropped from training and counted
-    # validation (loss, dev BLEU) uses at most this many pairs, the first ones, with a warning when the set has
-    # more: a validation set is held in memory (a 1M-pair set made a tiny 20-step run peak at 1.49 GB RSS; with
-    # this cap 0.37 GB, as with a 1,000-pair set)
+    joint_vocab: bool = True
+    max_len: int = 128
     max_valid_pairs: int = 10_000
-    synthetic_train: int = 20000  # the built-in tasks (synthetic, coreference): training pairs
-    synthetic_valid: int = 300  # and validation pairs (as many again are held out for testing)
+    synthetic_train: int = 20000
+    synthetic_valid: int = 300
     synthetic_seed: int = 1234
-    coreference_order: str = "source"  # coreference: German clause order, source | pronoun_first
+    coreference_order: str = "source"
 
 
 @dataclass
 class TrainConfig:
+    """How the model is trained: batches, optimizer, schedule, validation and checkpoints.
+
+    Attributes:
+        seed: seed of torch, numpy and the batch order.
+        max_tokens: token budget of one micro-batch (source or target, whichever is larger).
+        accumulate: micro-batches per optimizer step (per process).
+        max_steps: stop after this many optimizer steps.
+        max_epochs: stop after this many passes over the training data.
+        max_minutes: stop (and finish normally) after this much wall time; 0 = no limit.
+        schedule: noam (§5.3): the paper's, peak lr_factor * (d_model * warmup_steps)^-0.5; for fine-tuning a
+            pretrained model: inverse_sqrt (linear warmup to train.lr, then lr * sqrt(warmup_steps / step), as
+            fairseq) or constant (linear warmup to train.lr, then lr); for a run of a fixed length: linear
+            (warmup to train.lr, then linear decay to 0 at train.max_steps, or at the step fit_steps_to_time
+            chooses).
+        fit_steps_to_time: linear with max_minutes: at each validation, end the decay at the last step that
+            fits in the time left at the run's pace so far (never past max_steps), so the lr reaches 0 when the
+            time is up on any machine; the lrs then depend on the machine's pace (such a run is not
+            bit-reproducible).
+        lr_factor: multiplies the Noam schedule.
+        lr: peak learning rate of inverse_sqrt, constant and linear (required there; unused by noam).
+        warmup_steps: steps of linear warmup (§5.3).
+        adam_betas: Adam's beta1 and beta2 (§5.3).
+        adam_eps: Adam's epsilon (§5.3).
+        label_smoothing: epsilon_ls (§5.4).
+        clip_norm: gradient norm clipping; 0 = no clipping (the paper clips nothing).
+        bf16: bf16 autocast (CPU AMX or CUDA).
+        eval_every: steps between validations (loss, perplexity).
+        bleu_every: steps between dev BLEU by greedy decoding (0 = with every validation).
+        bleu_sentences: dev sentences translated for dev BLEU.
+        save_every: steps between checkpoints.
+        keep_last: checkpoints kept (older ones are deleted).
+        average_last: checkpoints averaged into average/ at the end; the paper averages the last 5.
+        patience: early stopping after this many validations without a better dev BLEU (0 = off).
+        ema_decay: exponential moving average of the weights (0 = off).
+        log_every: steps between progress lines.
+        num_threads: torch CPU threads (0 = torch's default).
+        micro_batch_workers: CPU data parallelism in one process: each micro-batch is dealt into this many
+            shares, run side by side in as many worker threads, each with num_threads / micro_batch_workers
+            torch threads (0 = the whole micro-batch in the training thread; aiayn/training/micro_batches.py
+            says why and what stays exact).
+    """
+
     seed: int = 1
-    max_tokens: int = 4096  # token budget of one micro-batch (source or target, whichever is larger)
-    accumulate: int = 1  # micro-batches per optimizer step (per process)
+    max_tokens: int = 4096
+    accumulate: int = 1
     max_steps: int = 100000
     max_epochs: int = 1000
-    max_minutes: float = 0.0  # stop (and finish normally) after this much wall time; 0 = no limit
-    # noam (§5.3): the paper's, peak lr_factor * (d_model * warmup_steps)^-0.5; for fine-tuning a pretrained
-    # model: inverse_sqrt (linear warmup to train.lr, then lr * sqrt(warmup_steps / step), as fairseq) or
-    # constant (linear warmup to train.lr, then lr); for a run of a fixed length: linear (warmup to train.lr,
-    # then linear decay to 0 at train.max_steps, or at the step fit_steps_to_time chooses)
+    max_minutes: float = 0.0
     schedule: str = "noam"
-    # linear with max_minutes: at each validation, end the decay at the last step that fits in the time left at
-    # the run's pace so far (never past max_steps), so the lr reaches 0 when the time is up on any machine;
-    # the lrs then depend on the machine's pace (such a run is not bit-reproducible)
     fit_steps_to_time: bool = False
-    lr_factor: float = 1.0  # multiplies the Noam schedule
-    lr: float = 0.0  # peak learning rate of inverse_sqrt, constant and linear (required there; unused by noam)
-    warmup_steps: int = 4000  # §5.3
-    adam_betas: tuple = (0.9, 0.98)  # §5.3
-    adam_eps: float = 1e-9  # §5.3
-    label_smoothing: float = 0.1  # §5.4
-    clip_norm: float = 0.0  # 0 = no clipping (the paper clips nothing)
-    bf16: bool = False  # bf16 autocast (CPU AMX or CUDA)
-    eval_every: int = 500  # validation loss / perplexity
-    bleu_every: int = 0  # dev BLEU by greedy decoding (0 = with every validation)
+    lr_factor: float = 1.0
+    lr: float = 0.0
+    warmup_steps: int = 4000
+    adam_betas: tuple = (0.9, 0.98)
+    adam_eps: float = 1e-9
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0
+    bf16: bool = False
+    eval_every: int = 500
+    bleu_every: int = 0
     bleu_sentences: int = 500
     save_every: int = 500
     keep_last: int = 5
-    average_last: int = 5  # the paper averages the last 5 checkpoints
-    patience: int = 0  # early stopping after this many validations without a better dev BLEU (0 = off)
-    ema_decay: float = 0.0  # exponential moving average of the weights (0 = off)
+    average_last: int = 5
+    patience: int = 0
+    ema_decay: float = 0.0
     log_every: int = 50
-    num_threads: int = 0  # torch CPU threads (0 = torch's default)
-    # CPU data parallelism in one process: each micro-batch is dealt into this many shares, run side by side
-    # in as many worker threads, each with num_threads / micro_batch_workers torch threads (0 = the whole
-    # micro-batch in the training thread; aiayn/training/micro_batches.py says why and what stays exact)
+    num_threads: int = 0
     micro_batch_workers: int = 0
 
 
 @dataclass
 class DecodeConfig:
-    beam: int = 4  # §6.1
-    length_penalty: float = 0.6  # alpha (§6.1)
-    max_len_a: float = 1.0  # maximum output length = a * source length + b
-    max_len_b: int = 50  # §6.1: input length + 50
-    # departure knob: "hf" divides by |Y|^alpha as transformers does (imported Marian models), not GNMT's lp
+    """The model's own decoding settings (what translate, evaluate and serve use unless told otherwise).
+
+    Attributes:
+        beam: beam size (§6.1).
+        length_penalty: alpha (§6.1).
+        max_len_a: maximum output length = a * source length + b.
+        max_len_b: maximum output length = a * source length + b; §6.1: input length + 50.
+        length_penalty_form: departure knob: "hf" divides by |Y|^alpha as transformers does (imported Marian
+            models), not GNMT's lp.
+        early_stopping: departure knob: True ends a sentence's search at K finished hypotheses (fairseq,
+            CTranslate2); False (default) goes on while a live hypothesis could still win
+            (aiayn/decoding/beam.py).
+    """
+
+    beam: int = 4
+    length_penalty: float = 0.6
+    max_len_a: float = 1.0
+    max_len_b: int = 50
     length_penalty_form: str = "gnmt"
-    # departure knob: True ends a sentence's search at K finished hypotheses (fairseq, CTranslate2); False
-    # (default) goes on while a live hypothesis could still win (aiayn/decoding/beam.py)
     early_stopping: bool = False
 
 

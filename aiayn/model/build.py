@@ -68,7 +68,34 @@ def check_fields(section, name: str, rules: dict) -> None:
 
 @dataclass
 class ModelConfig:
-    """Every model hyper-parameter. Defaults are the paper's base model (Table 3)."""
+    """Every model hyper-parameter. Defaults are the paper's base model (Table 3).
+
+    Attributes:
+        arch: transformer | rnn (the RNN seq2seq with attention).
+        src_vocab_size: source vocabulary size (set from the tokenizer by `aiayn train`).
+        tgt_vocab_size: target vocabulary size (set from the tokenizer by `aiayn train`).
+        pad_id: the padding token's id (set from the tokenizer by `aiayn train`).
+        d_model: width of every layer's input and output (§3.2.2).
+        n_heads: attention heads per layer; d_head = d_model / n_heads (§3.2.2).
+        d_ff: inner size of the position-wise feed-forward network (§3.3).
+        n_encoder_layers: encoder layers (N, §3.1); RNN: stacked encoder RNN layers.
+        n_decoder_layers: decoder layers (N, §3.1); RNN: stacked decoder RNN layers.
+        dropout: P_drop (§5.4).
+        attention_dropout: departure knob: dropout on attention weights (paper: none).
+        activation: feed-forward activation: relu (the paper) | gelu | silu (swish, OPUS-MT's Marian default).
+        norm_first: False = post-LN as in the paper; True = pre-LN.
+        positional: sinusoidal (§3.5) | learned.
+        max_len: positions the model has (longest source or target in subword tokens, with <s> or </s>).
+        share_embeddings: 3-way tying: source, target and output (needs a joint vocabulary).
+        tie_output: target embedding = pre-softmax projection (§3.4).
+        layer_norm_eps: LayerNorm epsilon.
+        output_bias: departure knob: a learned bias on the output logits (Marian's final_logits_bias; the
+            paper has none). Off by default, so checkpoints saved before this field existed load unchanged.
+        rnn_cell: RNN seq2seq (arch=rnn): lstm | gru.
+        rnn_attention: RNN seq2seq: luong (attention after the RNN step) | bahdanau (before it).
+        score: RNN seq2seq's score function: dot | scaled_dot | general | concat | additive | cosine | location.
+        attention_dim: concat/additive hidden size; 0 = d_model.
+    """
 
     arch: str = "transformer"
     src_vocab_size: int = 37000
@@ -79,23 +106,20 @@ class ModelConfig:
     d_ff: int = 2048
     n_encoder_layers: int = 6
     n_decoder_layers: int = 6
-    dropout: float = 0.1  # P_drop (§5.4)
-    attention_dropout: float = 0.0  # departure knob: dropout on attention weights (paper: none)
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
     activation: str = "relu"
-    norm_first: bool = False  # False = post-LN as in the paper
+    norm_first: bool = False
     positional: str = "sinusoidal"
     max_len: int = 1024
-    share_embeddings: bool = False  # 3-way tying: source, target and output (needs a joint vocabulary)
-    tie_output: bool = True  # target embedding = pre-softmax projection (§3.4)
+    share_embeddings: bool = False
+    tie_output: bool = True
     layer_norm_eps: float = 1e-5
-    # departure knob: a learned bias on the output logits (Marian's final_logits_bias; the paper has none).
-    # Off by default, so checkpoints saved before this field existed load unchanged.
     output_bias: bool = False
-    # RNN seq2seq (arch="rnn")
     rnn_cell: str = "lstm"
     rnn_attention: str = "luong"
     score: str = "general"
-    attention_dim: int = 0  # concat/additive hidden size; 0 = d_model
+    attention_dim: int = 0
 
     @property
     def d_head(self) -> int:
