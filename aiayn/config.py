@@ -113,6 +113,9 @@ class TrainConfig:
         patience: early stopping after this many validations without a better dev BLEU (0 = off).
         ema_decay: exponential moving average of the weights (0 = off).
         log_every: steps between progress lines.
+        tensorboard: TensorBoard event files under RUN/tensorboard/ (needs pip install 'aiayn[tensorboard]'):
+            the logged metrics and, at each validation, a dev sentence's cross-attention
+            (aiayn/training/tensorboard_log.py).
         num_threads: torch CPU threads (0 = torch's default).
         micro_batch_workers: CPU data parallelism in one process: each micro-batch is dealt into this many
             shares, run side by side in as many worker threads, each with num_threads / micro_batch_workers
@@ -145,6 +148,7 @@ class TrainConfig:
     patience: int = 0
     ema_decay: float = 0.0
     log_every: int = 50
+    tensorboard: bool = False
     num_threads: int = 0
     micro_batch_workers: int = 0
 

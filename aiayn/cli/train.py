@@ -53,6 +53,8 @@ def cmd_train(args) -> int:
     main_process = trainer.dist.is_main
     if main_process and trainer.resumed_from is not None:
         print(f"resuming from {trainer.resumed_from} (step {trainer.progress.step})")
+    if main_process and cfg.train.tensorboard:
+        print(f"TensorBoard: tensorboard --logdir {Path(args.out) / 'tensorboard'}")
     try:
         out = trainer.train()
     except KeyboardInterrupt:

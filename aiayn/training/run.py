@@ -30,6 +30,7 @@ from aiayn.model import build_model, count_parameters
 from aiayn.training import distributed as D
 from aiayn.training.micro_batches import check_micro_batch_workers
 from aiayn.training.run_files import claim_run_entries, open_lock
+from aiayn.training.tensorboard_log import open_log, summary_writer_class
 from aiayn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,8 @@ TOKENIZER_SAMPLE_PAIRS = 1_000_000  # SentencePiece learns the vocabulary from a
 # what may change when a run is resumed: budgets, logging, paths (the data itself is fingerprinted)
 RESUMABLE = {"train.max_steps", "train.max_epochs", "train.max_minutes", "train.eval_every", "train.bleu_every",
              "train.bleu_sentences", "train.save_every", "train.keep_last", "train.average_last", "train.patience",
-             "train.log_every", "train.num_threads", "train.micro_batch_workers", "data.data_dir", "data.train_src",
-             "data.train_tgt", "data.valid_src", "data.valid_tgt"}
+             "train.log_every", "train.tensorboard", "train.num_threads", "train.micro_batch_workers", "data.data_dir",
+             "data.train_src", "data.train_tgt", "data.valid_src", "data.valid_tgt"}
 
 
 class RunMismatchError(AiaynError):
@@ -287,6 +288,8 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     dev = resolve_device(device)
     dist = D.init_distributed(dev)
     check_micro_batch_workers(cfg, distributed=dist.enabled, device=dev)  # before anything is written
+    if cfg.train.tensorboard:
+        summary_writer_class()  # the tensorboard package is there (else one line), before anything is written
     check_output(out)
     init = load_init(init_from, out) if init_from is not None else None
     if init is not None:
@@ -331,4 +334,6 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     trainer = Trainer(cfg, model, tokenizer, train, valid, out, bleu_fn, dist, dev)
     trainer.run_lock = lock  # held as long as the trainer
     trainer.resume_run()
+    if cfg.train.tensorboard and dist.is_main:
+        trainer.tensorboard = open_log(trainer)
     return trainer

@@ -84,6 +84,7 @@ class Trainer:
         self._clock_start, self._first_step, self._deadline = time.monotonic(), 0, math.inf
         self._batches, self._batches_epoch = [], None  # this epoch's batch list, built once per epoch
         self._valid_batches = make_batches(valid_examples, self.tc.max_tokens, seed=0, epoch=0)
+        self.tensorboard = None  # train.tensorboard: a TensorBoardLog (training/tensorboard_log.py), set by prepare_run
 
     def _on_signal(self, signum, frame):
         """First SIGINT (Ctrl-C) or SIGTERM (sent by schedulers and `timeout`): finish the current step,
@@ -333,6 +334,8 @@ class Trainer:
         if not self.dist.is_main:
             return
         append_line(self.out / "metrics.jsonl", json.dumps(record) + "\n")
+        if self.tensorboard is not None:
+            self.tensorboard.write(record, self.model)
         if "valid_loss" in record:
             bleu = f" | dev BLEU {record['bleu']:.2f}" if "bleu" in record else ""
             end = f" | lr 0 at step {record['end_step']}" if "end_step" in record else ""
