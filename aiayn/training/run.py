@@ -18,6 +18,7 @@ import torch
 
 from aiayn.checkpoint import load_checkpoint, resolve_model_dir
 from aiayn.config import ExperimentConfig, config_yaml, inherit_model, parse_yaml, to_dict
+from aiayn.data.audit import warn_held_out_in_training
 from aiayn.data.datasets import iter_pairs, to_examples
 from aiayn.data.encoded import EncodedCorpus, encoded_corpus
 from aiayn.data.fingerprint import data_fingerprint, files_fingerprint
@@ -300,6 +301,8 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     valid_pairs = _validation_pairs(cfg.data)
+    if dist.is_main:  # held-out sentences trained on make dev and test scores overstate the model
+        warn_held_out_in_training(cfg.data)
     files_sha256 = files_fingerprint(cfg.data)
     saved = _read_marker(out) if out.is_dir() else {}
     if files_sha256 is not None and saved.get("files_sha256") == files_sha256 and saved.get("data_sha256"):
