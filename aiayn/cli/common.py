@@ -51,11 +51,22 @@ def warn_truncated(results, where: str) -> None:
                   f"translated only its beginning", file=sys.stderr)
 
 
-def load_translator(args, path: str):
+def add_models(p) -> None:
+    """--model, repeatable (several: an ensemble), and --weights."""
+    p.add_argument("--model", required=True, action="append", help=MODEL_HELP + "; give it again for an ensemble "
+                   "(models of one shared vocabulary, their next-token probabilities averaged; native engine)")
+    p.add_argument("--weights", type=float, nargs="+", metavar="W", help="with several --model: one weight per "
+                   "model, > 0, normalized to sum to 1 (default: equal weights)")
+
+
+def load_translator(args, path, weights=None):
+    """path: a model directory, or a list of them (one: that model; several: an ensemble with `weights`)."""
     from aiayn.decoding.translator import Translator
 
+    if isinstance(path, list) and len(path) == 1 and weights is None:
+        path = path[0]
     return Translator.from_pretrained(path, args.device, engine=args.engine, compute_type=args.compute_type,
-                                      workers=args.workers, compile=args.compile)
+                                      workers=args.workers, compile=args.compile, weights=weights)
 
 
 def resolve_options(translator, options):

@@ -6,8 +6,8 @@ import sys
 
 from aiayn.cli.common import (
     DEVICE_HELP,
-    MODEL_HELP,
     add_engine,
+    add_models,
     add_search,
     load_translator,
     resolve_options,
@@ -17,7 +17,7 @@ from aiayn.cli.common import (
 
 def _add_translate(sub) -> None:
     p = sub.add_parser("translate", help="translate lines (stdin, interactive, or --input FILE)")
-    p.add_argument("--model", required=True, help=MODEL_HELP)
+    add_models(p)
     add_search(p)
     p.add_argument("--n-best", type=int, default=1, help="hypotheses per sentence, 1..beam (default: 1); "
                    "more than 1 prints 'rank<TAB>score<TAB>text' lines")
@@ -51,7 +51,7 @@ def _add_translate(sub) -> None:
 
 def _add_evaluate(sub) -> None:
     p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU")
-    p.add_argument("--model", required=True, help=MODEL_HELP)
+    add_models(p)
     p.add_argument("--src", help="source file (with --ref)")
     p.add_argument("--ref", help="reference file (raw text)")
     p.add_argument("--dataset", choices=["multi30k"], help="instead of --src/--ref")
@@ -104,7 +104,7 @@ def cmd_translate(args) -> int:
     prefixes = read_lines(args.target_prefix, allow_empty=True) if args.target_prefix else None
     # with --compile a bad file fails before the model compiles (tens of seconds); else after a bad model
     lines = read_lines(args.input, allow_empty=True) if args.input and args.compile else None
-    translator = load_translator(args, args.model)
+    translator = load_translator(args, args.model, args.weights)
     options = resolve_options(translator, options)  # before reading stdin
 
     def decode(lines: list[str], first_line: int = 0) -> list:
@@ -132,7 +132,7 @@ def cmd_translate(args) -> int:
         text = "".join(render(r) + "\n" for r in results)
         if args.output:
             write_output_file(args.output, text, inputs=[args.input, args.target_prefix],
-                         model_dirs=[args.model, translator.model_dir])
+                         model_dirs=[*args.model, translator.model_dir])
         else:
             sys.stdout.write(text)
         return 0
@@ -188,7 +188,7 @@ def cmd_evaluate(args) -> int:
     sources, refs = load_test_set(src=args.src, ref=args.ref, dataset=args.dataset, pair=args.pair, split=args.split,
                                   data_dir=args.data_dir)
     options = options_from_args(args)
-    translator = load_translator(args, args.model)
+    translator = load_translator(args, args.model, args.weights)
     options = resolve_options(translator, options)
     start = time.perf_counter()
     results = translator.translate(sources, options)
@@ -197,9 +197,10 @@ def cmd_evaluate(args) -> int:
     translator.close()  # its worker processes, if any: the comparison model may start its own
     if args.hyp_out:
         write_output_file(args.hyp_out, "".join(h + "\n" for h in hyps), inputs=[args.src, args.ref],
-                     model_dirs=[args.model, args.compare, translator.model_dir])
+                     model_dirs=[*args.model, args.compare, translator.model_dir])
     scores = evaluate_corpus(hyps, refs, args.bootstrap)
-    report = {"model": str(translator.model_dir), "sentences": len(sources), "seconds": round(seconds, 1),
+    model = str(translator.model_dir) if len(args.model) == 1 else " + ".join(args.model)  # several: an ensemble
+    report = {"model": model, "sentences": len(sources), "seconds": round(seconds, 1),
               "engine": translator.engine, "scores": as_dicts(scores), "truncated": truncated}
     if args.compute_type:
         report["compute_type"] = args.compute_type

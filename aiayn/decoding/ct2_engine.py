@@ -231,6 +231,19 @@ class CT2Engine:
     def close(self) -> None:
         pass
 
+    def score(self, sources: list[list[int]], targets: list[list[int]], *, bos_id: int, pad_id: int,
+              batching) -> list[list[float]]:
+        """CTranslate2's score_batch: per pair the log-prob of each target token, </s> included (the targets
+        are given without it: CTranslate2 adds it, and <s> before them)."""
+        if not sources:
+            return []
+        size = {"max_batch_size": batching.batch_size} if batching.max_tokens is None else \
+            {"max_batch_size": batching.max_tokens, "batch_type": "tokens"}
+        results = self.model.score_batch([self.tokenizer.source_id_to_piece(s) for s in sources],
+                                         [self.tokenizer.id_to_piece(t[:-1]) for t in targets],
+                                         max_input_length=0, **size)
+        return [list(r.log_probs) for r in results]
+
     def translate(self, sources: list[list[int]], limits: list[int], params, prefixes: list[list[int]],
                   batch_size: int, max_tokens: int | None = None) -> list[list[tuple[list[int], float]]]:
         """Source ids (with </s>), each one's output length limit and target prefix ids ([] for none), the

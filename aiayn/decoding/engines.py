@@ -18,6 +18,7 @@ import torch
 from aiayn.decoding.batches import in_input_order, length_sorted_batches, pad_batch, search_in_batches
 from aiayn.decoding.beam import LP_FORMS, Hypothesis, SearchParams, beam_search
 from aiayn.decoding.sampling import SamplingOptions, sample_decode
+from aiayn.decoding.scoring import native_token_log_probs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,7 +28,8 @@ class Capabilities:
     top-k, top-p instead of beam search; length_penalty_forms: the forms it scores with (the first is its
     default when the model's is not among them); late_stopping: it can search on after K hypotheses have
     finished (early_stopping false); target_prefix: translations forced to start with a text; devices:
-    the torch device types it decodes on."""
+    the torch device types it decodes on; ensembles: it decodes an ensemble of models (aiayn.decoding.ensemble:
+    a model object in this process)."""
 
     name: str
     attention_maps: bool = True
@@ -36,6 +38,7 @@ class Capabilities:
     late_stopping: bool = True
     target_prefix: bool = True
     devices: tuple[str, ...] = ("cpu", "cuda", "mps")
+    ensembles: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +75,10 @@ class Engine(Protocol):
     def sample(self, sources: list[list[int]], params: SampleParams, batching: Batching) -> list[list[Hypothesis]]:
         """One sampled Hypothesis per sentence (score: summed log-probs), in input order."""
 
+    def score(self, sources: list[list[int]], targets: list[list[int]], *, bos_id: int, pad_id: int,
+              batching: Batching) -> list[list[float]]:
+        """Teacher forcing (aiayn.decoding.scoring): per pair the log-prob of each target token (</s> included)."""
+
     def close(self) -> None:
         """Frees what the engine holds (worker processes); it decodes no more."""
 
@@ -79,7 +86,7 @@ class Engine(Protocol):
 class NativeEngine:
     """aiayn's searches on the model, in this process."""
 
-    capabilities = Capabilities(name="native")
+    capabilities = Capabilities(name="native", ensembles=True)
     parallel_batches = 1
 
     def __init__(self, *, model, device):
@@ -94,6 +101,12 @@ class NativeEngine:
         src = pad_batch([sources[i] for i in indices], params.pad_id, self.device)
         with torch.inference_mode():
             return beam_search(self.model, src, params, [prefixes[i] for i in indices])
+
+    def score(self, sources, targets, *, bos_id: int, pad_id: int, batching) -> list[list[float]]:
+        """Teacher-forced log-probs on the model, in this process (every native engine: workers and the compiled
+        step serve searches only)."""
+        return native_token_log_probs(self.model, sources, targets, bos_id=bos_id, pad_id=pad_id, device=self.device,
+                                      batch_size=batching.batch_size, max_tokens=batching.max_tokens)
 
     def sample(self, sources, params: SampleParams, batching):
         """Batches of sources as beam search gets them, one sample each, drawn from one generator in batch

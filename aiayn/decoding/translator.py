@@ -13,9 +13,12 @@ import torch
 
 from aiayn.decoding.batches import encode_sources, max_positions, pad_batch
 from aiayn.decoding.beam import SearchParams
+from aiayn.decoding.ct2_engine import CT2Engine
 from aiayn.decoding.engines import Batching, CompiledEngine, NativeEngine, PoolEngine, SampleParams
+from aiayn.decoding.ensemble import check_weights, load_ensemble
 from aiayn.decoding.options import DecodeOptions, check_int
 from aiayn.decoding.sampling import SamplingOptions
+from aiayn.decoding.scoring import Score, encode_pairs, scores_of
 from aiayn.decoding.search_rules import max_lengths
 from aiayn.errors import AiaynError
 
@@ -100,6 +103,21 @@ def check_engine_flags(engine: str, compute_type: str | None, workers: int, comp
                          "already: drop --compile, or use --engine native")
 
 
+def check_ensemble(n_models: int, weights, engine: str, workers: int, compile: bool) -> None:
+    """An ensemble's flags, before anything is loaded: its weights, and an engine that decodes ensembles
+    (Capabilities.ensembles: the native engine in this process)."""
+    if weights is not None:
+        check_weights(weights, n_models)
+    if n_models == 1:
+        return
+    chosen = CT2Engine if engine == "ct2" else PoolEngine if workers > 1 else \
+        CompiledEngine if compile else NativeEngine
+    if not chosen.capabilities.ensembles:
+        flag = "--engine ct2" if engine == "ct2" else f"--workers {workers}" if workers > 1 else "--compile"
+        raise AiaynError(f"an ensemble of {n_models} models decodes with the native engine in this process: "
+                         f"drop {flag}")
+
+
 def _ct2_backend(model, cfg, tokenizer, model_dir: Path, device, compute_type, use_ema: bool, workers: int):
     """A CT2Engine on the model's CTranslate2 export (made or refreshed in the model directory)."""
     from aiayn.decoding.ct2_engine import load_engine
@@ -125,10 +143,12 @@ class Translator:
         self.backend = backend or NativeEngine(model=self.model, device=self.device)
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, device: str = "cpu", use_ema: bool = False, *,
+    def from_pretrained(cls, path: str | Path | list, device: str = "cpu", use_ema: bool = False, *,
                         engine: str = "native", compute_type: str | None = None, workers: int = 1,
-                        compile: bool = False) -> "Translator":
-        """engine: "native" or "ct2"; compute_type (ct2 only): a CTranslate2 compute type, e.g. float32,
+                        compile: bool = False, weights: list[float] | None = None) -> "Translator":
+        """path: a model directory, or a list of them: an ensemble (aiayn.decoding.ensemble; one shared
+        vocabulary; weights: one per model, > 0, default equal; the native engine in this process).
+        engine: "native" or "ct2"; compute_type (ct2 only): a CTranslate2 compute type, e.g. float32,
         int8 (default: CTranslate2's default for the device, the export's float32 on CPU). workers: batches
         decoded at once on a CPU, each on one core: CTranslate2's inter_threads, or for the native engine
         that many worker processes (aiayn.decoding.workers; close() ends them); 1: this process alone.
@@ -140,13 +160,18 @@ class Translator:
         from aiayn.checkpoint import load_checkpoint, resolve_model_dir
         from aiayn.device import keep_freed_memory, resolve_device
 
+        paths = list(path) if isinstance(path, (list, tuple)) else [path]
         check_engine_flags(engine, compute_type, workers, compile)
+        check_ensemble(len(paths), weights, engine, workers, compile)
         device = resolve_device(device)
         if workers > 1 and device.type not in PoolEngine.capabilities.devices:
             raise AiaynError(f"--workers {workers} runs batches side by side on CPU cores; on {device} use one "
                              f"(a GPU decodes a batch at a time)")
         keep_freed_memory()
-        model_dir = resolve_model_dir(path)
+        if len(paths) > 1:
+            model, cfg, tokenizer, model_dir = load_ensemble(paths, weights, device, use_ema)
+            return cls(model, tokenizer, cfg.decode, device, model_dir)
+        model_dir = resolve_model_dir(paths[0])
         model, cfg, tokenizer = load_checkpoint(model_dir, device, use_ema)
         if compile:
             from aiayn.decoding.compiled import check_compilable
@@ -290,6 +315,20 @@ class Translator:
         truncated = [len(s) > limit for s in sources]
         sources = [s[: limit - 1] + [tok.eos_id] if cut else s for s, cut in zip(sources, truncated)]
         return results, filled, sources, truncated
+
+    def score(self, sources: list[str], targets: list[str], options: DecodeOptions | None = None,
+              **overrides) -> list[Score]:
+        """The log-probability of each given translation under the model, by teacher forcing
+        (aiayn.decoding.scoring), in input order: per pair its score (length-normalized as beam search scores:
+        options' alpha and length_penalty_form), log_prob, tokens (</s> included) and token_log_probs.
+        Batched by options.batch_size and max_tokens (source + target tokens)."""
+        options = self.resolve(options, **overrides)
+        check_sentences(sources, "source")
+        check_sentences(targets, "target")
+        src_ids, tgt_ids = encode_pairs(self.tokenizer, sources, targets, self.max_positions)
+        found = self.backend.score(src_ids, tgt_ids, bos_id=self.tokenizer.bos_id, pad_id=self.tokenizer.pad_id,
+                                   batching=Batching(batch_size=options.batch_size, max_tokens=options.max_tokens))
+        return scores_of(self.tokenizer, tgt_ids, found, options)
 
     def sample(self, sentences: list[str], *, options: SamplingOptions, batch_size: int = 64,
                max_output_len: int | None = None, time_limit: float | None = None) -> list[Translation]:

@@ -11,6 +11,10 @@ Endpoints:
 - both translate requests take the decoding controls of DecodingControls (n_best in plain mode, min_length,
   no_repeat_ngram_size, a target prefix, or sampling instead of beam search);
 - POST /api/step: one attention row step by step (the page's step view).
+- POST /api/score {"sources": [...], "targets": [...], "alpha", "length_penalty_form"} -> {"scores": [{"score",
+  "log_prob", "tokens", "token_log_probs"}, ...]}: given translations scored by teacher forcing (Translator.score),
+  as many pairs as /api/translate_batch has texts, within the source and output bounds; a job on the model's
+  thread, through the admission gate like maps and steps.
 Plain translations are batched (aiayn.web.batching): the sentences of concurrent requests with the same
 beam are decoded in one Translator.translate call of at most MAX_BATCH sentences and MAX_BATCH_WORK source
 subwords x beam, after waiting MAX_WAIT_S for company when the model was idle, or REJOIN_S after a batch
@@ -75,6 +79,7 @@ from aiayn.web.batching import Batcher
 from aiayn.web.guards import Admission, BodyLimit, Busy
 from aiayn.web.info import model_info
 from aiayn.web.positions import positions_panel
+from aiayn.web.scoring import score_json
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -177,6 +182,16 @@ class TranslateBatchRequest(DecodingControls):
     texts: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(min_length=1, max_length=MAX_BATCH_TEXTS)
     # one per text ("" for none); the body limit MAX_BATCH_BODY leaves room for texts only: prefixes are short
     target_prefixes: list[Annotated[str, Field(max_length=MAX_TEXT)]] | None = None
+
+
+class ScoreRequest(BaseModel):
+    """POST /api/score: the log-probability of each target given its source (aiayn.web.scoring)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    sources: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(min_length=1, max_length=MAX_BATCH_TEXTS)
+    targets: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(min_length=1, max_length=MAX_BATCH_TEXTS)
+    alpha: float | None = Field(None, ge=0, le=10)  # None: the model's length penalty, as beam search
+    length_penalty_form: Literal["gnmt", "hf"] | None = None
 
 
 class StepRequest(BaseModel):
@@ -408,7 +423,8 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
                 executor.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="aiayn", docs_url=None, redoc_url=None, lifespan=lifespan)
-    app.add_middleware(BodyLimit, max_bytes=MAX_BODY, per_path={"/api/translate_batch": MAX_BATCH_BODY})
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY, per_path={"/api/translate_batch": MAX_BATCH_BODY,
+                                                                "/api/score": 2 * MAX_BATCH_BODY})
     app.state.admission, app.state.batcher = admission, batcher  # tests watch their queues
 
     @app.exception_handler(RequestValidationError)
@@ -449,6 +465,13 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
         prefixes = req.target_prefixes if req.target_prefixes is not None else [""] * len(req.texts)
         return await _answer(request, limits, _translate_plain(batcher, translator, limits, req, req.texts,
                                                                prefixes, batch=True))
+
+    @app.post("/api/score")
+    async def score(req: ScoreRequest, request: Request):
+        work = partial(score_json, translator, req.sources, req.targets, alpha=req.alpha,
+                       length_penalty_form=req.length_penalty_form, max_source_tokens=MAX_SOURCE_TOKENS,
+                       max_output_tokens=limits.max_output_tokens, batch_size=limits.max_batch)
+        return await _answer(request, limits, admission.run(work))
 
     @app.post("/api/step")
     async def step(req: StepRequest, request: Request):
