@@ -150,15 +150,15 @@ def test_sampling_through_the_translator_and_the_cli(transformer_dir, tmp_path, 
 
 def spy_on_searches(monkeypatch) -> list:
     """Records each beam search's early_stopping (the outputs of an untrained model may not show it)."""
-    from aiayn.decoding import translator as translator_module
+    from aiayn.decoding import engines
 
-    seen, search = [], translator_module.beam_search
+    seen, search = [], engines.beam_search
 
-    def recorded(model, src, params, prefixes=None):
+    def recorded(model, src, params, prefixes=None, **rest):
         seen.append(params.early_stopping)
-        return search(model, src, params, prefixes)
+        return search(model, src, params, prefixes, **rest)
 
-    monkeypatch.setattr(translator_module, "beam_search", recorded)
+    monkeypatch.setattr(engines, "beam_search", recorded)
     return seen
 
 
@@ -194,3 +194,16 @@ def test_decoding_controls_through_the_cli(transformer_dir, tmp_path, capsys, mo
                           (["--sample", "--early-stopping"], "drop --early-stopping")):
         assert main(base + extra) == 2
         assert needle in capsys.readouterr().err
+
+
+def test_translate_warns_of_unreadable_input_and_outputs_stopped_at_the_limit(transformer_dir, tmp_path, capsys):
+    """An untrained model loops to its length limit; characters the tokenizer never saw are <unk>: both are
+    one warning line naming the input line (the page shows the same warnings by code)."""
+    from aiayn.cli import main
+
+    (tmp_path / "in.txt").write_text("nine\n日本語\n", encoding="utf-8")
+    assert main(["translate", "--model", str(transformer_dir), "--input", str(tmp_path / "in.txt"),
+                 "--beam", "2"]) == 0
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'in.txt'}:2: " in err and "unknown or byte pieces" in err
+    assert "stopped at its length limit" in err

@@ -51,6 +51,20 @@ def warn_truncated(results, where: str) -> None:
                   f"translated only its beginning", file=sys.stderr)
 
 
+def warn_input(translator, lines: list[str], results, where: str, first: int = 1) -> None:
+    """A warning line for each sentence made mostly of pieces the model cannot read, or whose output stopped
+    at its length limit (aiayn.inspect.warnings; a cut source is warned by warn_truncated)."""
+    from aiayn.inspect.warnings import in_words, input_warnings
+
+    for number, (line, result) in enumerate(zip(lines, results), start=first):
+        if not line.strip():
+            continue
+        found = input_warnings(translator.tokenizer, result.src_tokens, line, stopped=result.stopped_at_limit,
+                               cut=False, max_positions=translator.max_positions)
+        for warning in found:
+            print(f"warning: {where}:{number}: {in_words(warning)}", file=sys.stderr)
+
+
 def add_models(p) -> None:
     """--model, repeatable (several: an ensemble), and --weights."""
     p.add_argument("--model", required=True, action="append", help=MODEL_HELP + "; give it again for an ensemble "

@@ -11,6 +11,7 @@ from aiayn.cli.common import (
     add_search,
     load_translator,
     resolve_options,
+    warn_input,
     warn_truncated,
 )
 
@@ -129,6 +130,7 @@ def cmd_translate(args) -> int:
                              f"{len(lines)} input lines: give one line per input line (a blank one: no prefix)")
         results = decode(lines) if lines else []
         warn_truncated(results, args.input or "<stdin>")
+        warn_input(translator, lines, results, args.input or "<stdin>")
         text = "".join(render(r) + "\n" for r in results)
         if args.output:
             write_output_file(args.output, text, inputs=[args.input, args.target_prefix],
@@ -143,6 +145,7 @@ def cmd_translate(args) -> int:
         for number, line in enumerate(iter_stream_lines(sys.stdin.buffer), start=1):  # answer each as it comes
             result = decode([line], number - 1)[0]
             warn_truncated([result], f"<stdin> line {number}")
+            warn_input(translator, [line], [result], "<stdin>", first=number)
             print(render(result), flush=True)
     except KeyboardInterrupt:  # Ctrl-C ends the session like Ctrl-D, but says it was interrupted
         print("", file=sys.stderr)

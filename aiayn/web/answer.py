@@ -9,9 +9,7 @@ import torch
 from aiayn.decoding.batches import encode_sources
 from aiayn.errors import AiaynError
 from aiayn.inspect.capture import capture, maps_of, word_groups
-from aiayn.web.language import looks_like
-
-BYTE_SHARE = 0.5  # a source more than half unknown or byte pieces gets the "mostly unknown" warning
+from aiayn.inspect.warnings import input_warnings
 
 
 class CodedError(AiaynError):
@@ -65,21 +63,5 @@ def token_probs(model, bos_id: int, src_ids: list[int], target_ids: list[int]) -
 
 
 def warnings(translator, source_tokens: list[str], text: str, stopped: bool, cut: bool, langs) -> list[dict]:
-    tok = translator.tokenizer
-    unk = tok.source_id_to_piece([tok.unk_id])[0]
-    pieces = [p for p in source_tokens if p != "</s>"]
-    unknown = sum(p == unk for p in pieces)
-    byte = sum(p.startswith("<0x") and p.endswith(">") for p in pieces)
-    found = []
-    if pieces and (unknown + byte) / len(pieces) > BYTE_SHARE:
-        found.append({"code": "mostly_unknown", "n": unknown + byte, "of": len(pieces)})
-    elif unknown:
-        found.append({"code": "unk", "n": unknown, "unk": unk})
-    language = looks_like(text, *langs)
-    if language:
-        found.append({"code": "target_language", "lang": language})
-    if cut:
-        found.append({"code": "source_cut", "limit": translator.max_positions})
-    if stopped:
-        found.append({"code": "stopped_at_limit"})
-    return found
+    return input_warnings(translator.tokenizer, source_tokens, text, stopped=stopped, cut=cut,
+                          max_positions=translator.max_positions, langs=langs)

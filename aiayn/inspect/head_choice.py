@@ -1,0 +1,85 @@
+"""Which head a word alignment comes from (`translate --alignment --alignment-head`), and the data a model
+is ranked on by default: the built-in number task's held-out pairs with their exact gold alignments."""
+
+import json
+from pathlib import Path
+
+from aiayn.inspect.alignment_eval import Gold, parse_links
+from aiayn.inspect.capture import InspectError, hard_alignment, maps_of, merge_subwords
+
+HEAD_FORMS = "L:H (layer L, head H, 0-based), L:mean (layer L's mean over heads), best, or a JSON file of " \
+             "`aiayn heads --json` (its best head)"
+
+
+def model_config(translator):
+    from aiayn.checkpoint import load_config_file
+
+    return load_config_file(Path(translator.model_dir))
+
+
+def builtin_pairs(data) -> list[tuple[str, str]] | None:
+    """The number task's test pairs (never trained on) for a model trained on it; None for another model."""
+    if data.dataset != "synthetic":
+        return None
+    from aiayn.data.synthetic import number_task
+
+    return number_task(data.synthetic_train, data.synthetic_valid, data.synthetic_valid,
+                       data.synthetic_seed)["test"]
+
+
+def builtin_golds(pairs) -> list[Gold]:
+    from aiayn.data.synthetic import gold_alignments
+
+    return [parse_links(line, "built-in gold") for line in gold_alignments(pairs)]
+
+
+def head_counts(cfg) -> tuple[int, int]:
+    """(decoder layers, heads) whose cross-attention can be chosen; an RNN has one map."""
+    if cfg.model.arch != "transformer":
+        return 1, 1
+    return cfg.model.n_decoder_layers, cfg.model.n_heads
+
+
+def parse_head(text: str, n_layers: int, n_heads: int) -> tuple[int, int | None]:
+    layer, sep, head = text.partition(":")
+    if not (sep and layer.isdigit() and (head.isdigit() or head == "mean")):
+        raise InspectError(f"--alignment-head {text!r}: give {HEAD_FORMS}")
+    layer_n, head_n = int(layer), None if head == "mean" else int(head)
+    if layer_n >= n_layers or (head_n is not None and head_n >= n_heads):
+        raise InspectError(f"--alignment-head {text}: no such head; the model has {n_layers} decoder layers "
+                           f"(0 to {n_layers - 1}) of {n_heads} heads (0 to {n_heads - 1})")
+    return layer_n, head_n
+
+
+def _best_from_file(path: Path) -> str:
+    try:
+        heads = json.loads(path.read_text(encoding="utf-8"))["heads"]
+        return heads[0]["name"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError):
+        raise InspectError(f"--alignment-head {path}: not a ranking written by `aiayn heads --json`") from None
+
+
+def choose_head(text: str, translator) -> tuple[int, int | None]:
+    """--alignment-head's value -> (layer, head or None for the layer mean), checked against the model."""
+    cfg = model_config(translator)
+    n_layers, n_heads = head_counts(cfg)
+    if text == "best":
+        pairs = builtin_pairs(cfg.data)
+        if pairs is None:
+            raise InspectError("--alignment-head best ranks the heads on the built-in task's gold alignments, "
+                               "and this model was not trained on it: run `aiayn heads --model M --gold FILE "
+                               "--src FILE --tgt FILE --json > heads.json`, then --alignment-head heads.json")
+        from aiayn.inspect.heads import rank_heads
+
+        text = rank_heads(translator, pairs, builtin_golds(pairs))[0][0].name
+    elif text.endswith(".json"):
+        text = _best_from_file(Path(text))
+    return parse_head(text, n_layers, n_heads)
+
+
+def head_alignment(result, translator, layer: int, head: int | None) -> str:
+    """Pharaoh "i-j" pairs of a Translation made with return_attention, from one head (or a layer mean)."""
+    if result.attention is None:
+        return ""
+    maps = merge_subwords(maps_of(result, translator))
+    return hard_alignment(maps, layer, None if head is None else [head])
