@@ -357,3 +357,17 @@ def test_demo_stops_on_sigterm_without_translating(tmp_path):
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 143, output
     assert "again to resume" in output and "held-out examples" not in output and "Traceback" not in output
+
+
+@pytest.mark.slow
+def test_demo_ends_by_naming_the_commands_to_try(tmp_path, capsys):
+    """`aiayn demo` trains, translates held-out examples and names translate, attention and serve."""
+    from aiayn.cli import main
+
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--set", "train.max_steps=10", "--set", "train.save_every=10",
+                 "--set", "train.eval_every=10"]) == 0
+    printed = capsys.readouterr().out
+    assert "held-out examples" in printed
+    for command in ("aiayn translate --model", "aiayn attention --model", "aiayn serve --model"):
+        assert command in printed

@@ -101,6 +101,7 @@ def cmd_demo(args) -> int:
     print(f"\nmodel: {model_dir}")
     print(f"try:   aiayn translate --model {model_dir}")
     print(f"       aiayn attention --model {model_dir} \"{test[0][0]}\" --out attention.png")
+    print(f"       aiayn serve --model {model_dir}   (the explorer: every attention map, at http://127.0.0.1:8000)")
     return 0
 
 
