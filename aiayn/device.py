@@ -80,7 +80,7 @@ def keep_freed_memory(mmap_mb: int = 64, trim_mb: int = 256) -> None:
     KV caches); by default glibc maps blocks above a moving threshold fresh from the system and trims the
     heap top past twice that, so every step paid ~1200 page faults (zero-filled pages) here. With blocks up
     to mmap_mb from the heap and up to trim_mb of free heap kept, a batch-64 search took 8-15% less
-    time, with the same outputs (BENCHMARKS.md, issue 10); the cost is that a decoding process keeps its
+    time, with the same outputs (BENCHMARKS.md, decoding speed); the cost is that a decoding process keeps its
     peak heap. Process-wide, so the Translator's loaders call it (decoding processes), never training.
     A no-op where the C library is not glibc (macOS, musl)."""
     if not sys.platform.startswith("linux"):

@@ -147,7 +147,7 @@ def cmd_translate(args) -> int:
             warn_truncated([result], f"<stdin> line {number}")
             warn_input(translator, [line], [result], "<stdin>", first=number)
             print(render(result), flush=True)
-    except KeyboardInterrupt:  # Ctrl-C ends the session like Ctrl-D, but says it was interrupted
+    except KeyboardInterrupt:  # Ctrl-C ends the input like Ctrl-D, but says it was interrupted
         print("", file=sys.stderr)
         return 130
     return 0

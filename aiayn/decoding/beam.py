@@ -20,8 +20,14 @@ Controls: min_length (</s> is forbidden before that many tokens), no_repeat_ngra
 would repeat an n-gram of the hypothesis is forbidden, as in fairseq and transformers), and a target
 prefix per sentence (its tokens are forced first, their log-probs count in the score; the search goes on
 from there: the base of interactive post-editing).
+Lexical constraints per sentence (aiayn.decoding.constraints): phrases each output must contain, by dynamic
+beam allocation; a sentence without them is searched exactly as before, batch-mates with them or not.
+The finished hypotheses are ranked by `rank`: fewest unmet constraint tokens (0 but at the length limit),
+then the highest score, ties in the order they finished. A trace recorder (aiayn.decoding.beam_trace) may
+watch a search: each step's candidates, their scores and what became of them; None costs one test a
+sentence a step.
 
-Speed (BENCHMARKS.md, issue 10): the first step runs one row per sentence (the other K - 1 beams are
+Speed (BENCHMARKS.md, decoding speed): the first step runs one row per sentence (the other K - 1 beams are
 empty then); the 2K best of the K x V extensions are found from block maxima (torch's CPU topk is slow on
 long rows); those candidates are read once per step (.tolist()), and the rest of the step's book-keeping
 (finished hypotheses, the "done" test, histories) is plain Python over B' x 2K numbers, cheaper than the
@@ -110,7 +116,7 @@ def top_candidates(log_probs: torch.Tensor, scores: torch.Tensor, n: int):
     maximum is below n values already), so only those n x BLOCK sums are ranked: on a (256, 10000) step
     that is 0.3 ms where torch.topk over each sentence's G x V sums takes 5 ms on one core. The blocks are
     read as slices of a strided view (Tensor.unfold), not element by element: at (64, 4, 10000), 0.9
-    against 1.2 ms a call (seventh session; whole searches at batch 64 were within the noise). No branch
+    against 1.2 ms a call (whole searches at batch 64 were within the noise). No branch
     depends on the values: aiayn.decoding.compiled traces it into its compiled step."""
     B, G, V = log_probs.shape
     if V < 8 * BLOCK:  # a small vocabulary: rank every sum

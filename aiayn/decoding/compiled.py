@@ -7,7 +7,7 @@ rows are slow on this CPU ((4, 128) x (128, 512): 14 us). The step is compiled a
 AOTInductor (torch.export, then inductor): generated C++ kernels, the weights frozen in, GEMM micro-kernels
 made for these shapes by max-autotune, and no Python between the kernels nor guards before them (dynamo's
 guards and wrapper took ~0.3 ms of a 1.2 ms step with torch.compile). Measured on the 12-minute Multi30k
-model, 4 rows: 1.63 ms a step eager, ~0.45 ms compiled (BENCHMARKS.md, issue 10, ninth session).
+model, 4 rows: 1.63 ms a step eager, ~0.45 ms compiled (BENCHMARKS.md, decoding speed).
 
 The encoder is compiled too, with every layer's cross-attention K/V, for small batches (1.5 ms eager for
 a sentence, 0.7 ms compiled; MAX_ENCODE_TOKENS), and so is beam search's candidate search

@@ -7,10 +7,10 @@ operations, and a batch-1 step is ~140 small ones, so two decoding threads mostl
 processes do not share it. Each worker runs one torch thread. Batches go out longest first, so that the
 last ones to finish are short.
 
-Measured on a 2-core machine (BENCHMARKS.md, issue 10, sixth session, beam 4): 2 workers decode 1.6x as
+Measured on a 2-core machine (BENCHMARKS.md, decoding speed, beam 4): 2 workers decode 1.6x as
 many sentences a second as one process of one thread at batch 64 over 400 sentences (cut into 8 batches
 of 50 by the Translator's even_batch_size; as 7 batches of 64 the last one ran alone), 1.8x over 1000
-sentences, 1.6-2.0x at batch 1; two torch threads in one process gave 1.16x. Seventh session: with the
+sentences, 1.6-2.0x at batch 1; two torch threads in one process gave 1.16x. With the
 objects alive at the fork frozen out of the garbage collector (below), 245-264 sentences/s at batch 64
 against 197-228 without (interleaved runs), and a full collection no longer stalls the first call for
 60-90 ms; peak PSS of 1000 sentences 797 -> 715 MB.
@@ -108,7 +108,7 @@ def _compile_here(model):
     """The model's compiled decoding step, compiled in this process for forked workers: they share its
     code and its frozen (packed) weights, as they share the model's. Compiled in each worker instead, two
     processes held copies of the weights of their own, and 2 workers decoded 16% fewer sentences a second
-    than 2 eager ones at batch 64 (231 against 274; BENCHMARKS.md, eighth session); and each compiled for
+    than 2 eager ones at batch 64 (231 against 274; BENCHMARKS.md, decoding speed); and each compiled for
     tens of seconds. With
     one torch thread, as the workers run: inductor fixes a kernel's thread count when it compiles it."""
     import torch

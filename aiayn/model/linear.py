@@ -5,14 +5,14 @@ the decoder; encoding multiplies B x S rows. On CPU in float32, oneDNN's linear 
 into its blocked layout (torch.ops.mkldnn, as in output_projection.py) was faster than
 torch.nn.functional.linear from about 8192 outputs (rows x out_features) up, about half the time at 256
 rows, and slower below (its call costs ~12 us, against ~8 us for a 4-row product), measured on this machine
-for the d_model-128 shapes (BENCHMARKS.md, issue 10). Both gave the same numbers here. So `linear` packs
+for the d_model-128 shapes (BENCHMARKS.md, decoding speed). Both gave the same numbers here. So `linear` packs
 only for products that large, only without autograd (inference, validation) and outside autocast (whose
 bf16 casts it would skip); training is untouched. All that was on a CPU with AVX-512. On an AVX2-only CPU
 (2026-11-25, another "AMD EPYC") the packed product was 0-22% slower than torch's for these small weights at
 256 rows (still faster for the (10000, 128) output projection, which output_projection.py packs anyway), so
 there `linear` does not pack. There it multiplies by W^T stored contiguous, (in, out), with addmm instead:
 beam search with those products was 4-5% faster at batch 1 and batch 64 than with torch's linear on the
-(out, in) weight (interleaved runs, the same outputs; BENCHMARKS.md, 2026-11-25 fifth session).
+(out, in) weight (interleaved runs, the same outputs; BENCHMARKS.md, decoding speed).
 """
 
 import functools

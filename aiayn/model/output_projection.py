@@ -4,7 +4,7 @@ A step multiplies R rows (beams x sentences: 4 at batch 1, up to 256 at batch 64
 (V, D) weight, the largest single cost of a small model's step. On CPU in float32, oneDNN's linear with
 the weight packed once into its blocked layout (torch.ops.mkldnn, the ops behind torch.compile's CPU
 weight freezing) took 1.3-3x less time than torch.nn.functional.linear for (V, D) = (10000, 128) and
-R = 4..256 on this machine (BENCHMARKS.md, issue 10). Elsewhere (CUDA, bf16, a torch without oneDNN, or
+R = 4..256 on an AVX-512 CPU (BENCHMARKS.md, decoding speed). Elsewhere (CUDA, bf16, a torch without oneDNN, or
 with autograd on) the weight is transposed to (D, V) and made contiguous, which was still ~20% faster
 than linear on (V, D). Either way the prepared weight is computed once per weight version: training
 updates weights in place, which bumps the version, so it is never stale.

@@ -100,7 +100,7 @@ class DecoderLayer(_Sublayers):
         (R, H, 1, t + 1) | None, cross (R, H, 1, S) | None; src_mask (B', 1, 1, S) per sentence. The sublayers
         of forward for one position, as rows (R, D), without closures or (R, 1, D) views: with its first
         version beam search at batch 1 was 12% faster on an AVX2 CPU; on an AVX-512 one it made no difference
-        (BENCHMARKS.md, decoding, 2026-11-25, fifth session)."""
+        (BENCHMARKS.md, decoding speed)."""
         out, self_w = self.self_attn.step_self(self.sublayer_input(x, self.self_attn_norm), cache, need_weights)
         x = self.sublayer_output(x, out, self.self_attn_norm)
         out, cross_w = self.cross_attn.step_cross(self.sublayer_input(x, self.cross_attn_norm), cache.cross_k,

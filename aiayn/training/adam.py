@@ -2,7 +2,7 @@
 
 Why not torch.optim.Adam: every torch.optim optimizer imports torch._dynamo at its first call (its methods
 are wrapped to keep torch.compile out), ~830 modules and ~70 MB of memory that a training process never
-uses, 9% of the 800 MB that issue 12 allows a Multi30k training (BENCHMARKS.md, training memory). This
+uses, 9% of the 800 MB budget of a Multi30k training (BENCHMARKS.md, training memory). This
 class makes the same calls as torch.optim.Adam(fused=True) (step += 1, then torch._fused_adam_ with the
 same arguments), so its updates are bitwise the same (tests/test_adam.py), and its state_dict has torch's
 layout, so checkpoints written by either load in the other.

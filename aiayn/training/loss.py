@@ -46,7 +46,7 @@ class _WorkBuffers(threading.local):
     """This thread's work buffers ((CHUNK, V) and (V, D)), kept from call to call. Why: fresh, a chunk's 10-20 MB
     temporaries came from the system as zero-filled pages (glibc maps blocks that large anew and unmaps
     them on free), and a training step's copies into them ran several times slower than into reused
-    memory (BENCHMARKS.md, 2026-11-26 thirteenth session). Thread-local: micro-batch workers
+    memory (BENCHMARKS.md, training throughput). Thread-local: micro-batch workers
     (micro_batches.py) run this loss side by side."""
 
     def get(self, name: str, shape: tuple[int, int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -5,7 +5,7 @@ is taken in another order (and dropout draws other masks).
 
 Why: the Multi30k model's ops (d_model 128, ~20-token sentences) are too small for two intra-op threads
 to share well. On a 2-core CPU one process with 2 threads trained at ~6500 target tokens/s, while two
-1-thread processes side by side ran at 4424 and 5066 (BENCHMARKS.md, twelfth session). torchrun's processes
+1-thread processes side by side ran at 4424 and 5066 (BENCHMARKS.md, training throughput). torchrun's processes
 get that, but each holds its own torch, model, data and caches, and all-reduces the gradients; threads
 share one copy of everything, and torch releases the GIL inside its ops.
 
@@ -62,7 +62,7 @@ class MicroBatchWorkers:
 
     OpenMP keeps a thread count per thread, but torch also keeps a process-wide one, which sizes the
     parallel regions of its own kernels in whatever thread runs them (with the caller's 2 left there, runs
-    of 2 workers stopped matching 1-thread runs bit for bit, seen in the twelfth session). So the
+    of 2 workers stopped matching 1-thread runs bit for bit, as measured). So the
     process-wide count is the workers' while they run, and the caller's again after, for its validations
     and decoding."""
 

@@ -11,7 +11,7 @@ class TrainingBar:
         self.timed = max_minutes > 0
         self._clock = clock
         self._start, self._postfix = clock(), {}
-        if self.timed:  # seconds of this session's budget (a resumed run's budget restarts with it)
+        if self.timed:  # seconds of this run's budget (a resumed run's budget restarts with it)
             self.bar = tqdm(total=round(max_minutes * 60), unit="s", disable=not enabled, dynamic_ncols=True,
                             bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} s [{elapsed}<{remaining}{postfix}]")
         else:
