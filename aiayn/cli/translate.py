@@ -47,7 +47,25 @@ def _add_translate(sub) -> None:
                    "over heads, subwords merged into words (default: off; --n-best 1, native engine)")
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     add_engine(p)
+    _add_diagnostics(p, "write one JSON object per line instead of the text: {\"translation\", \"diagnostics\": "
+                     "{\"flags\": [...], \"signals\": {name: {value, threshold, rule, flag, flagged}}}} "
+                     "(docs/guides/diagnostics.md)")
 
+
+def _add_diagnostics(p, what: str) -> None:
+    p.add_argument("--diagnostics", action="store_true", help=f"flag suspect translations (hallucination, low "
+                   f"coverage, repetition, copy, length ratio, length limit, unknown input) from the cross-attention "
+                   f"and log-probability; native engine, beam search: {what} (default: off)")
+
+
+def _check_diagnostics(args) -> None:
+    """--diagnostics reads the cross-attention maps: refused, in one line, where there are none."""
+    from aiayn.errors import AiaynError
+
+    if args.diagnostics and (args.engine == "ct2" or getattr(args, "sample", False)):
+        raise AiaynError(f"--diagnostics reads aiayn's cross-attention maps, which "
+                         f"{'--engine ct2 does' if args.engine == 'ct2' else 'sampling (--sample) does'} not "
+                         f"give: use --engine native and beam search")
 
 
 def _add_evaluate(sub) -> None:
@@ -67,6 +85,7 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output (default: a table)")
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     add_engine(p)
+    _add_diagnostics(p, "the summary counts each flag over the test set")
 
 
 
@@ -83,14 +102,27 @@ def _render(result, n_best: int, alignment: str | None = None) -> str:
     return "\n".join(f"{i}\t{score:.4f}\t{text}" for i, (text, score) in enumerate(result.n_best))
 
 
+def _json_line(result, n_best: int, alignment: str | None) -> str:
+    """A --diagnostics output line: the translation, its n-best and alignment when asked, its diagnostics."""
+    line = {"translation": result.text}
+    if n_best > 1:
+        line["n_best"] = [{"translation": text, "score": round(score, 4)} for text, score in result.n_best]
+    if alignment is not None:
+        line["alignment"] = alignment
+    line["diagnostics"] = result.diagnostics
+    return json.dumps(line, ensure_ascii=False)
+
+
 def cmd_translate(args) -> int:
     from aiayn.data.corpus import iter_stream_lines, read_lines
     from aiayn.decoding.options import options_from_args
     from aiayn.errors import AiaynError
     from aiayn.inspect.capture import word_alignment
+    from aiayn.inspect.diagnostics import translate_diagnosed
     from aiayn.io import write_output_file
 
     options = options_from_args(args)  # option clashes first: before a model is loaded (or exported)
+    _check_diagnostics(args)
     if args.sample and args.target_prefix is not None:
         raise AiaynError("--sample draws one translation per sentence: drop --target-prefix")
     if args.alignment and args.n_best != 1:
@@ -116,10 +148,15 @@ def cmd_translate(args) -> int:
                 raise AiaynError(f"--target-prefix {args.target_prefix} has {len(prefixes)} lines, fewer than the "
                                  f"input's {first_line + len(lines)}: give one line per input line")
             prefix = prefixes[first_line: first_line + len(lines)]
+        if args.diagnostics:
+            return translate_diagnosed(translator, lines, options, target_prefix=prefix)
         return translator.translate(lines, options, target_prefix=prefix)
 
     def render(result) -> str:
-        return _render(result, args.n_best, word_alignment(result, translator) if args.alignment else None)
+        alignment = word_alignment(result, translator) if args.alignment else None
+        if args.diagnostics:
+            return _json_line(result, args.n_best, alignment)
+        return _render(result, args.n_best, alignment)
 
     if args.input or args.output:  # whole input first: `--output f < f` must read f before replacing it
         if lines is None:  # an empty input, file or stdin alike, is an empty output
@@ -185,16 +222,19 @@ def cmd_evaluate(args) -> int:
 
     from aiayn.decoding.options import options_from_args
     from aiayn.evaluation import as_dicts, check_bootstrap, compare_systems, evaluate_corpus, load_test_set
+    from aiayn.inspect.diagnostics import flag_counts, translate_diagnosed
     from aiayn.io import write_output_file
 
     check_bootstrap(args.bootstrap)  # before minutes of translation
+    _check_diagnostics(args)
     sources, refs = load_test_set(src=args.src, ref=args.ref, dataset=args.dataset, pair=args.pair, split=args.split,
                                   data_dir=args.data_dir)
     options = options_from_args(args)
     translator = load_translator(args, args.model, args.weights)
     options = resolve_options(translator, options)
     start = time.perf_counter()
-    results = translator.translate(sources, options)
+    results = translate_diagnosed(translator, sources, options) if args.diagnostics else \
+        translator.translate(sources, options)
     seconds = time.perf_counter() - start
     hyps, truncated = [r.text for r in results], _warn_truncated_lines(results, _test_set_name(args))
     translator.close()  # its worker processes, if any: the comparison model may start its own
@@ -205,6 +245,8 @@ def cmd_evaluate(args) -> int:
     model = str(translator.model_dir) if len(args.model) == 1 else " + ".join(args.model)  # several: an ensemble
     report = {"model": model, "sentences": len(sources), "seconds": round(seconds, 1),
               "engine": translator.engine, "scores": as_dicts(scores), "truncated": truncated}
+    if args.diagnostics:
+        report["diagnostics"] = flag_counts(results)  # sentences raising each flag
     if args.compute_type:
         report["compute_type"] = args.compute_type
     if translator.tokenizer.folds_case:
@@ -228,6 +270,8 @@ def cmd_evaluate(args) -> int:
         print(f"{s.name:8s} {s.score:6.2f}{ci}  {s.signature}")
     if args.compare:
         _print_comparison(args.compare, report["compare"])
+    if args.diagnostics:
+        print("diagnostics (sentences flagged): " + ", ".join(f"{k} {v}" for k, v in report["diagnostics"].items()))
     return 0
 
 

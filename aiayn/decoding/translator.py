@@ -35,6 +35,8 @@ class Translation:
     attention: dict | None = None  # numpy arrays: "cross" (L, H, T, S), "decoder_self" (L, H, T, T), ...
     truncated: bool = False  # the source was longer than the model's maximum and was cut
     stopped_at_limit: bool = False  # the output reached its length limit (a * |src| + b, the cap) without </s>
+    log_prob: float | None = None  # summed log-probability of the best hypothesis (None: ct2, a blank line)
+    diagnostics: dict | None = None  # flags and signals (aiayn.inspect.diagnostics.translate_diagnosed)
 
 
 def check_sentences(sentences, what: str = "sentence") -> None:
@@ -352,7 +354,7 @@ class Translator:
         n_best = [(tok.decode(h.tokens), h.score) for h in hyps]
         return Translation(text=tok.decode(best.tokens), score=best.score, tokens=tok.id_to_piece(best.tokens),
                            src_tokens=tok.source_id_to_piece(source_ids), n_best=n_best, attention=attention,
-                           truncated=truncated)
+                           truncated=truncated, log_prob=best.log_prob)
 
     def _attention_maps(self, best, source_ids: list[int]) -> dict:
         """Maps of the best hypothesis: cross and decoder self from the search (cached decoding),

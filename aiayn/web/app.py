@@ -76,6 +76,7 @@ from aiayn.inspect.qkv import attention_step
 from aiayn.inspect.rnn_step import rnn_step
 from aiayn.web.answer import CodedError, page_result
 from aiayn.web.batching import Batcher
+from aiayn.web.diagnosed import plain_diagnosed, with_diagnostics
 from aiayn.web.guards import Admission, BodyLimit, Busy
 from aiayn.web.info import model_info
 from aiayn.web.positions import positions_panel
@@ -176,6 +177,7 @@ class TranslateRequest(DecodingControls):
     attention: bool = True  # false: the plain translation, without maps (batched with other requests)
     target_prefix: str = Field("", max_length=MAX_TEXT)  # the translation starts with it ("" for none)
     target: str = Field("", max_length=MAX_TEXT)  # maps of this target, teacher-forced ("" for the model's own)
+    diagnostics: bool = False  # flags and signals of the translation (aiayn.web.diagnosed); native engine
 
 
 class TranslateBatchRequest(DecodingControls):
@@ -262,6 +264,8 @@ def _translate(translator, limits: Limits, req: TranslateRequest, langs=(None, N
         raise AiaynError("sampling gives plain translations: send \"attention\": false")
     fields, maps = page_result(translator, req.text, req.options(limits, attention=True), req.target,
                                req.target_prefix, langs)
+    if req.diagnostics:
+        fields = with_diagnostics(translator, req.text, fields)
     return f'{_dumps(fields)[:-1]},"maps":{_maps_json(maps)}}}'.encode()
 
 
@@ -317,6 +321,14 @@ async def _translate_plain(batcher: Batcher, translator, limits: Limits, req: De
         return _dumps({"translations": [_plain_json(r, req.n_best) for r in results]}).encode()
     r = results[0]
     return _dumps({**_plain_json(r, req.n_best), "source_tokens": r.src_tokens, "target_tokens": r.tokens}).encode()
+
+
+def _plain_diagnosed(translator, limits: Limits, req: TranslateRequest) -> bytes:
+    """A plain translation and its diagnostics (searched with maps, on the model's thread)."""
+    _source_length(translator.tokenizer, req.text)
+    r = plain_diagnosed(translator, req.text, req.options(limits), req.target_prefix)
+    return _dumps({**_plain_json(r, req.n_best), "source_tokens": r.src_tokens, "target_tokens": r.tokens,
+                   "diagnostics": r.diagnostics}).encode()
 
 
 def _plain_json(result, n_best: int) -> dict:
@@ -453,6 +465,8 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
     async def translate(req: TranslateRequest, request: Request):
         if req.n_best != 1 and req.attention:
             return _error(400, "n_best is for plain translations: send \"attention\": false")
+        if req.diagnostics and not req.attention:
+            return await _answer(request, limits, admission.run(partial(_plain_diagnosed, translator, limits, req)))
         if not req.attention or req.sampling is not None:  # sampling with attention: refused in there
             return await _answer(request, limits, _translate_plain(
                 batcher, translator, limits, req, [req.text], [req.target_prefix], batch=False))

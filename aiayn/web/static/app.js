@@ -44,7 +44,7 @@ async function translate(restore = null) {
   clearViews();  // nothing of the previous sentence stays up while (or if) this one fails
   setBusy(true);
   try {
-    const data = await api("/api/translate", {text, beam, ...(target.trim() ? {target} : {})});
+    const data = await api("/api/translate", {text, beam, diagnostics: true, ...(target.trim() ? {target} : {})});
     if (gen !== S.gen) return;
     Object.assign(S, {data, beam, text, target: target.trim() ? target : ""});
     if (restore) applyRestore(restore);

@@ -119,5 +119,11 @@ export const TEXT_KO = {
   "warn.target_language": "입력이 모델의 타깃 언어인 {lang}로 보입니다. 이 모델은 {src}에서 번역합니다.",
   "warn.source_cut": "텍스트가 모델의 위치 {limit}개보다 길어서 앞부분만 번역했습니다.",
   "warn.stopped_at_limit": "모델이 문장을 끝내기(</s>) 전에 길이 제한에서 번역이 멈췄습니다. 잘린 번역일 수 있습니다.",
+  "warn.diag_log_prob": "환각일 수 있습니다. 모델이 이 번역에 낮은 확률을 줍니다 (토큰당 평균 로그 확률 {value}, 기준 {threshold} 미만).",
+  "warn.diag_eos_attention": "환각일 수 있습니다. 번역이 주로 원문의 끝(</s>)을 봅니다 (주의의 {value}, 기준 {threshold} 초과).",
+  "warn.diag_uncovered_share": "원문 일부가 빠졌을 수 있습니다. 원문 단어의 {value}만큼이 주의를 거의 받지 못합니다 (기준 {threshold} 초과).",
+  "warn.diag_repeat_run": "번역이 같은 구절을 {value}번 연달아 반복합니다 (기준 {threshold}번).",
+  "warn.diag_source_copy": "번역이 원문을 그대로 베낀 것 같습니다 (100점 중 유사도 {value}, 기준 {threshold}).",
+  "warn.diag_length_ratio": "번역 길이가 원문에 비해 이상합니다. 원문 단어당 번역 단어 {value}개 (보통 {low}~{high}).",
   top: "가장 많이 보는 곳", lang: "English",
 };
