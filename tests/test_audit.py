@@ -111,3 +111,17 @@ def test_training_warns_about_dev_sentences_in_training(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="aiayn.data.audit"):
         warn_held_out_in_training(DataConfig(synthetic_train=200, synthetic_valid=20))  # disjoint by design
     assert not caplog.records
+
+
+def test_audit_command(tmp_path, capsys):
+    from aiayn.cli import main
+
+    train = _pair(tmp_path, "train", CLEAN_EN, CLEAN_DE)
+    dev = _pair(tmp_path, "dev", ["Two men are talking"], ["Zwei Männer."])
+    report = tmp_path / "r.json"
+    assert main(["audit", "--train", *map(str, train), "--dev", *map(str, dev), "--json", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "dev line 1 = train line 2 (normalised)" in out
+    assert json.loads(report.read_text())["overlap"]["dev in train"]["count"] == 1
+    assert main(["audit", "--train", str(tmp_path / "nope.en"), str(train[1])]) == 2
+    assert "nope.en: file not found" in capsys.readouterr().err

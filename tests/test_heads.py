@@ -115,3 +115,14 @@ def test_rank_heads_on_a_model(transformer_dir, monkeypatch):
 
     result = translator.translate(["twenty one"], return_attention=True)[0]
     assert head_choice.head_alignment(result, translator, 1, None) == word_alignment(result, translator)
+
+
+def test_write_gold_command(tmp_path, capsys):
+    from aiayn.cli import main
+
+    out = tmp_path / "gold.align"
+    assert main(["heads", "--write-gold", str(out)]) == 0
+    pairs = list(zip(out.with_suffix(".align.src").read_text().splitlines(),
+                     out.with_suffix(".align.tgt").read_text().splitlines()))
+    assert len(pairs) == 300 and len(read_gold(out, pairs)) == 300  # every link within its sentences
+    assert main(["heads"]) == 2 and "give --model" in capsys.readouterr().err
