@@ -157,7 +157,8 @@ def attention(model_dir, out, *options) -> list:
 @pytest.mark.parametrize("suffix", [".json", ".npz", ".align", ".png", ".html"])
 @pytest.mark.parametrize("options, needle", [(["--layer", "9"], "--layer 9 out of range"),
                                               (["--head", "9"], "--head 9 out of range"),
-                                              (["--layer", "-1"], "--layer -1 out of range")])
+                                              (["--layer", "-1"], "--layer -1 out of range"),
+                                              (["--layer", "0"], "numbered 1 to 2")])
 def test_attention_layer_or_head_out_of_range(transformer_dir, tmp_path, capsys, suffix, options, needle):
     before = tree_digest(tmp_path, transformer_dir)
     code, output = run_cli(attention(transformer_dir, tmp_path / f"a{suffix}", *options), capsys)

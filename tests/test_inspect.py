@@ -158,13 +158,13 @@ def test_teacher_forced_input_longer_than_the_model_is_an_error(transformer_dir)
 def test_html_and_png_say_what_they_show(transformer_dir, rnn_dir, tmp_path):
     """Rendered maps name their rows by the decoder input and the token it predicts, show pieces without
     SentencePiece's ▁, draw the decoder's masked future as masked, and call the RNN's map what it is."""
-    from aiayn.inspect.labels import axis_labels, masked_cells, panel_title
+    from aiayn.inspect.labels import axis_labels, masked_cells, panel_title, sentence_title
 
     maps = capture(Translator.from_pretrained(transformer_dir), SENTENCE, beam=2)
     T = len(maps.target_tokens)
     page = write_maps(maps, tmp_path / "a.html", kind="decoder_self", layer=1, head=2).read_text()
     assert page.count('class="m"') == T * (T - 1) // 2 and "key: decoder input" in page
-    assert "▁" not in page and "layer 1 · head 2" in page
+    assert "▁" not in page and "layer 2 · head 3" in page  # 0-based indices, titles counted from 1
     rows, keys = axis_labels(maps, "cross")
     assert rows[0].startswith("<s> → ") and keys == [p.lstrip("▁") for p in maps.source_tokens]
     masked = masked_cells(maps, "decoder_self", maps.maps["decoder_self"][0, 0])
@@ -176,4 +176,5 @@ def test_html_and_png_say_what_they_show(transformer_dir, rnn_dir, tmp_path):
     rnn = capture(Translator.from_pretrained(rnn_dir), "forty five", beam=1)
     assert panel_title(rnn, "cross", 0, 0) == "RNN decoder attention over the encoder states"
     assert "cross L0" not in write_maps(rnn, tmp_path / "r.html").read_text()
+    assert "given target" in sentence_title(merged) and "given target" not in sentence_title(maps)
     assert write_maps(maps, tmp_path / "a.png", kind="decoder_self", layer=1).read_bytes()[:4] == b"\x89PNG"

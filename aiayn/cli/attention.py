@@ -11,8 +11,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("sentence")
     p.add_argument("--target", help="teacher-forced target (default: the model's own beam search output)")
-    p.add_argument("--layer", type=int, help="only this layer, 0-based (default: all)")
-    p.add_argument("--head", type=int, help="only this head, 0-based (default: all)")
+    p.add_argument("--layer", type=int, help="only this layer, counted from 1 as in the paper and every picture "
+                   "(default: all)")
+    p.add_argument("--head", type=int, help="only this head, counted from 1 (default: all)")
     p.add_argument("--kind", default="cross", choices=["cross", "encoder_self", "decoder_self", "all"],
                    help="which attention; selects what every format holds (default: cross; all = every kind)")
     p.add_argument("--merge-words", action="store_true", help="merge subwords into words (default: off)")
@@ -35,9 +36,23 @@ def cmd_attention(args) -> int:
     if maps.truncated:
         print(f"warning: the sentence is longer than the model's maximum source length "
               f"({translator.max_positions} subword tokens); these maps are of its beginning", file=sys.stderr)
-    path = write_maps(maps, args.out, kind=args.kind, layer=args.layer, head=args.head)
+    shapes = [m.shape for kind, m in maps.maps.items() if args.kind in (kind, "all")]  # (L, H, Q, K) each
+    layer, head = _index(args.layer, "layer", [s[0] for s in shapes]), _index(args.head, "head", [s[1] for s in shapes])
+    path = write_maps(maps, args.out, kind=args.kind, layer=layer, head=head)
     print(f"translation: {maps.translation}\nwrote {path}")
     return 0
+
+
+def _index(value: int | None, name: str, sizes: list[int]) -> int | None:
+    """--layer / --head count from 1, as the paper and the titles do -> the maps' 0-based index (None: all)."""
+    from aiayn.inspect.capture import InspectError
+
+    if value is None or not sizes:  # no maps of the kind: write_maps says so
+        return None
+    size = min(sizes)
+    if not 1 <= value <= size:
+        raise InspectError(f"--{name} {value} out of range: the model has {size} {name}s, numbered 1 to {size}")
+    return value - 1
 
 
 COMMANDS = {"attention": cmd_attention}

@@ -41,13 +41,18 @@ def axis_labels(maps, kind: str) -> tuple[list[str], list[str]]:
 
 
 def panel_title(maps, kind: str, layer: int, head: int) -> str:
-    if maps.arch == "rnn":  # one map: the decoder's attention over the encoder states (seed 002)
+    """layer, head: 0-based indices into the maps; titles count from 1, as the paper and the page do."""
+    if maps.arch == "rnn":  # one map: the decoder's attention over the encoder states
         return "RNN decoder attention over the encoder states"
-    return f"{KIND_NAMES[kind]} · layer {layer} · head {head}"
+    return f"{KIND_NAMES[kind]} · layer {layer + 1} · head {head + 1}"
 
 
 def sentence_title(maps) -> str:
+    """The sentence and its translation; a target given to the model (teacher forcing, `--target`: the
+    maps have no search score) is named as such, so the picture is not read as the model's own output."""
     source = " ".join(show_piece(p) if not maps.merged else p for p in maps.source_tokens)
+    if maps.score is None:
+        return f"{maps.arch}: “{source}” → given target “{maps.translation}” (teacher-forced, not the model's output)"
     return f"{maps.arch}: “{source}” → “{maps.translation}”"
 
 

@@ -1,4 +1,4 @@
-"""One query of one head, step by step (seed 003): x -> q = x W^Q, K = X W^K, V = X W^V (§3.2.2),
+"""One query of one head, step by step: x -> q = x W^Q, K = X W^K, V = X W^V (§3.2.2),
 q.k per key, / sqrt(d_k) (§3.2.1), the mask (-inf), softmax, the weighted sum of V. Transformer models;
 RNN models have their own step (aiayn.inspect.rnn_step).
 

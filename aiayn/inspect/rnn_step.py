@@ -1,4 +1,4 @@
-"""One decoder step of an RNN seq2seq model with attention, as seed 002 teaches it:
+"""One decoder step of an RNN seq2seq model with attention, as the posts on RNN attention teach it:
 
     e^t = [score(s_t, h_1), ..., score(s_t, h_N)]   the score function the model was built with
     alpha^t = softmax(e^t)                          the attention distribution
@@ -45,7 +45,7 @@ def rnn_step(model, tokenizer, src_ids: list[int], tgt_in_ids: list[int], query:
         dec.step(tgt_in[:, t], state)
     emb = dec.embedding(tgt_in[:, query])
     luong = dec.attention_kind == "luong"
-    if luong:  # input feeding, then attend with the new state h_t (seed 002's s_t)
+    if luong:  # input feeding, then attend with the new state h_t (the posts' s_t)
         s = dec._run_rnn(torch.cat([emb, state.input_feed], dim=-1), state)
     else:  # Bahdanau attends from s_{t-1}
         s = state.hidden[-1]

@@ -1,4 +1,4 @@
-"""RNN sequence-to-sequence with attention (seed 002): the model the Transformer grew out of.
+"""RNN sequence-to-sequence with attention: the model the Transformer grew out of.
 
 Encoder: bidirectional LSTM or GRU; each direction has d_model/2 units, so encoder states h_i are D wide.
 Decoders (both attend over h_1..h_S with any score function of scores.py):

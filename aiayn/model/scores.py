@@ -1,6 +1,6 @@
-"""Attention score functions of seed 002's table, for one decoder query against all encoder states.
+"""Attention score functions of the posts' table, for one decoder query against all encoder states.
 
-Notation (seed 002): s = decoder state (the query), h_i = encoder state i (the keys), n = their size.
+Notation: s = decoder state (the query), h_i = encoder state i (the keys), n = their size.
 Every module maps query (B, Dq) and keys (B, S, Dk) to scores (B, S). `prepare_keys` computes the
 key-side part once per sentence (the RNN decoders cache it); `forward(q, k) == score(q, prepare_keys(k))`.
 The attention distribution is softmax over unmasked positions; the context vector is the weighted sum.
