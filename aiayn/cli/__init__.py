@@ -14,7 +14,7 @@ import threading
 
 from aiayn import __version__
 
-COMMAND_GROUPS = ("train", "translate", "score", "models", "attention", "serve")  # modules of aiayn.cli
+COMMAND_GROUPS = ("train", "translate", "score", "models", "attention", "serve", "heads")  # modules of aiayn.cli
 
 
 class Parser(argparse.ArgumentParser):

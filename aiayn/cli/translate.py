@@ -4,6 +4,7 @@ with sacreBLEU). Wiring and printing only."""
 import json
 import sys
 
+from aiayn.cli import heads
 from aiayn.cli.common import (
     DEVICE_HELP,
     add_engine,
@@ -45,6 +46,7 @@ def _add_translate(sub) -> None:
     p.add_argument("--alignment", action="store_true", help="also print word alignments after ' ||| ': Pharaoh "
                    "i-j (source word i, output word j, 0-based) from the last layer's cross-attention averaged "
                    "over heads, subwords merged into words (default: off; --n-best 1, native engine)")
+    heads.add_alignment_head(p)
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     add_engine(p)
     _add_diagnostics(p, "write one JSON object per line instead of the text: {\"translation\", \"diagnostics\": "
@@ -117,7 +119,6 @@ def cmd_translate(args) -> int:
     from aiayn.data.corpus import iter_stream_lines, read_lines
     from aiayn.decoding.options import options_from_args
     from aiayn.errors import AiaynError
-    from aiayn.inspect.capture import word_alignment
     from aiayn.inspect.diagnostics import translate_diagnosed
     from aiayn.io import write_output_file
 
@@ -139,6 +140,7 @@ def cmd_translate(args) -> int:
     lines = read_lines(args.input, allow_empty=True) if args.input and args.compile else None
     translator = load_translator(args, args.model, args.weights)
     options = resolve_options(translator, options)  # before reading stdin
+    alignment_of = heads.alignment_function(args, translator)
 
     def decode(lines: list[str], first_line: int = 0) -> list:
         """first_line: where `lines` start in the whole input (interactive mode decodes one at a time)."""
@@ -153,7 +155,7 @@ def cmd_translate(args) -> int:
         return translator.translate(lines, options, target_prefix=prefix)
 
     def render(result) -> str:
-        alignment = word_alignment(result, translator) if args.alignment else None
+        alignment = alignment_of(result)
         if args.diagnostics:
             return _json_line(result, args.n_best, alignment)
         return _render(result, args.n_best, alignment)
