@@ -41,6 +41,9 @@ def _add_translate(sub) -> None:
                    "a translation (default: 0 = off)")
     p.add_argument("--target-prefix", metavar="FILE", help="one line per input line: each translation starts "
                    "with its line's text and the search continues after it (a blank line: no prefix)")
+    p.add_argument("--constraints", metavar="FILE", help="one line per input line: phrases, tab-separated, that "
+                   "its translation must contain (lexically constrained beam search, native engine; a blank line: "
+                   "none)")
     p.add_argument("--max-tokens", type=int, help="batches of at most this many source tokens, padding "
                    "included, as well as at most --batch-size sentences (default: sentences only)")
     p.add_argument("--alignment", action="store_true", help="also print word alignments after ' ||| ': Pharaoh "
@@ -126,6 +129,13 @@ def cmd_translate(args) -> int:
     _check_diagnostics(args)
     if args.sample and args.target_prefix is not None:
         raise AiaynError("--sample draws one translation per sentence: drop --target-prefix")
+    if args.constraints is not None and (args.sample or args.engine == "ct2"):
+        raise AiaynError("--sample draws one translation per sentence: drop --constraints" if args.sample else
+                         "--constraints needs the native engine (--engine native): CTranslate2 has no lexical "
+                         "constraints, only a target prefix")
+    if args.constraints is not None and args.diagnostics:
+        raise AiaynError("--diagnostics reads the maps of an unconstrained search: drop --constraints or --diagnostics")
+    constraints = _read_constraints(args.constraints) if args.constraints else None
     if args.alignment and args.n_best != 1:
         raise AiaynError(f"--alignment comes from the best hypothesis's attention: use it with --n-best 1, "
                          f"not {args.n_best}")
@@ -150,6 +160,8 @@ def cmd_translate(args) -> int:
                 raise AiaynError(f"--target-prefix {args.target_prefix} has {len(prefixes)} lines, fewer than the "
                                  f"input's {first_line + len(lines)}: give one line per input line")
             prefix = prefixes[first_line: first_line + len(lines)]
+        if constraints is not None:
+            return _constrained(translator, lines, options, prefix, constraints, first_line, args.constraints)
         if args.diagnostics:
             return translate_diagnosed(translator, lines, options, target_prefix=prefix)
         return translator.translate(lines, options, target_prefix=prefix)
@@ -167,12 +179,15 @@ def cmd_translate(args) -> int:
         if prefixes is not None and len(prefixes) != len(lines):
             raise AiaynError(f"--target-prefix {args.target_prefix} has {len(prefixes)} lines for "
                              f"{len(lines)} input lines: give one line per input line (a blank one: no prefix)")
+        if constraints is not None and len(constraints) != len(lines):
+            raise AiaynError(f"--constraints {args.constraints} has {len(constraints)} lines for {len(lines)} input "
+                             f"lines: give one line per input line (a blank one: no constraints)")
         results = decode(lines) if lines else []
         warn_truncated(results, args.input or "<stdin>")
         warn_input(translator, lines, results, args.input or "<stdin>")
         text = "".join(render(r) + "\n" for r in results)
         if args.output:
-            write_output_file(args.output, text, inputs=[args.input, args.target_prefix],
+            write_output_file(args.output, text, inputs=[args.input, args.target_prefix, args.constraints],
                          model_dirs=[*args.model, translator.model_dir])
         else:
             sys.stdout.write(text)
@@ -190,6 +205,30 @@ def cmd_translate(args) -> int:
         print("", file=sys.stderr)
         return 130
     return 0
+
+
+def _constrained(translator, lines, options, prefix, constraints, first_line: int, path: str) -> list:
+    """The translations of `lines` (from input line first_line + 1) with their lines of --constraints PATH;
+    a warning for each that reached its length limit before it met them all."""
+    from aiayn.errors import AiaynError
+
+    if first_line + len(lines) > len(constraints):
+        raise AiaynError(f"--constraints {path} has {len(constraints)} lines, fewer than the input's "
+                         f"{first_line + len(lines)}: give one line per input line")
+    results = translator.translate(lines, options, target_prefix=prefix,
+                                   constraints=constraints[first_line: first_line + len(lines)])
+    for number, result in enumerate(results, start=first_line + 1):
+        if not result.constraints_met:
+            print(f"warning: line {number}: the translation reached its length limit before it met all its "
+                  f"constraints", file=sys.stderr)
+    return results
+
+
+def _read_constraints(path: str) -> list[list[str]]:
+    """--constraints FILE: per line its tab-separated phrases (empty fields skipped; a blank line: none)."""
+    from aiayn.data.corpus import read_lines
+
+    return [[p.strip() for p in line.split("\t") if p.strip()] for line in read_lines(path, allow_empty=True)]
 
 
 def _test_set_name(args) -> str:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from aiayn.decoding.constraints import allocate, constraint_tokens, gather_extras, start_states, unmet_rows
 from aiayn.decoding.search_rules import forbid_specials, max_lengths
 from aiayn.errors import BudgetExceeded
 
@@ -52,6 +53,12 @@ class Hypothesis:
     score: float  # length-normalized
     log_prob: float | None  # raw sum of log-probs (None: an engine that reports only scores, CTranslate2)
     attention: dict | None = None  # {"cross": (L, H, T, S), "decoder_self": (L, H, T, T)}
+    unmet: int = 0  # constraint tokens it misses (it reached the length limit before writing them)
+
+
+def rank(h: Hypothesis) -> tuple:
+    """How finished hypotheses are ranked (a stable sort: ties keep the order they finished in)."""
+    return h.unmet, -h.score
 
 
 LP_FORMS = ("gnmt", "hf")
@@ -102,6 +109,8 @@ class _Search:
     history: list[list[int]]  # (B' * G) rows: tokens so far
     prefixes: torch.Tensor | None  # (B', P) forced first tokens, -1 past a sentence's prefix
     attn: list = field(default_factory=list)  # per step: dict of (B' * G, L, H, 1, *) maps
+    constraints: list | None = None  # (B',) per sentence None or its rows' G ConstraintStates; None: none
+    trace: object | None = None  # a recorder (aiayn.decoding.beam_trace.TraceRecorder) or None
 
 
 NEG_INF = float("-inf")
@@ -146,11 +155,13 @@ def top_candidates(log_probs: torch.Tensor, scores: torch.Tensor, n: int):
 
 @torch.no_grad()
 def beam_search(model, src: torch.Tensor, params: SearchParams, prefixes: list[list[int]] | None = None, *,
-                step_candidates=None) -> list[list[Hypothesis]]:
-    """src (B, S) -> for each sentence its params.n_best hypotheses, best first. prefixes: per sentence the
-    target tokens to force first (an empty list: none). step_candidates: the model's own decode step with
-    candidate search (aiayn.decoding.compiled.CompiledDecoder.step_candidates), for the steps no control
-    changes (None: decode_step, then top_candidates)."""
+                step_candidates=None, constraints: list[list[list[int]]] | None = None,
+                trace=None) -> list[list[Hypothesis]]:
+    """src (B, S) -> for each sentence its params.n_best hypotheses, best first (by `rank`). prefixes: per
+    sentence the target tokens to force first (an empty list: none). step_candidates: the model's own decode
+    step with candidate search (aiayn.decoding.compiled.CompiledDecoder.step_candidates), for the steps no
+    control changes (None: decode_step, then top_candidates). constraints: per sentence its phrases as
+    target token ids ([] for none). trace: a recorder of every step (aiayn.decoding.beam_trace)."""
     B, device = src.size(0), src.device
     memory, _ = model.encode(src)
     state = model.init_state(memory, src)  # one row per sentence until the first step is taken
@@ -159,7 +170,13 @@ def beam_search(model, src: torch.Tensor, params: SearchParams, prefixes: list[l
     if table is not None:  # room for the forced tokens and one more
         limits = torch.maximum(limits, (table >= 0).sum(1) + 1)
     limits = limits.clamp_min(params.min_length + 1)  # room for min_length tokens and </s>, within the cap
-    search = _Search(list(range(B)), limits.tolist(), torch.zeros(B, 1, device=device), [[] for _ in range(B)], table)
+    states = start_states(constraints)
+    if states is not None:  # room for the prefix, every constraint token and </s>
+        forced = (table >= 0).sum(1).tolist() if table is not None else [0] * B
+        need = [f + c + 1 for f, c in zip(forced, constraint_tokens(constraints, B))]
+        limits = torch.maximum(limits, torch.tensor(need, device=limits.device))
+    search = _Search(list(range(B)), limits.tolist(), torch.zeros(B, 1, device=device), [[] for _ in range(B)], table,
+                     constraints=None if states is None else [None if s is None else [s] for s in states], trace=trace)
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     tokens = torch.full((B,), params.bos_id, dtype=torch.long, device=device)
     for t in range(max(search.limits)):
@@ -175,11 +192,13 @@ def beam_search(model, src: torch.Tensor, params: SearchParams, prefixes: list[l
             if maps is not None:
                 search.attn.append(maps)
             candidates = top_candidates(log_probs.view(*search.scores.shape, -1), search.scores, n)
+            if search.constraints is not None:
+                candidates = (*candidates, gather_extras(search.constraints, log_probs, search.scores))
         tokens, rows, sentences = _advance(search, candidates, t, params, finished)
         if tokens is None:
             break
         state = state.select(rows, sentences)
-    return [sorted(h, key=lambda h: -h.score)[: params.n_best] for h in finished]
+    return [sorted(h, key=rank)[: params.n_best] for h in finished]
 
 
 def _prefix_table(prefixes, device) -> torch.Tensor | None:
@@ -200,6 +219,10 @@ def _restrict(log_probs, search: _Search, t: int, params: SearchParams) -> torch
         forced, kept = (rows, forced[rows]), log_probs[rows, forced[rows]]
     if t < params.min_length:
         log_probs[:, params.eos_id] = float("-inf")
+    if search.constraints is not None:  # no </s> before every constraint is met
+        unmet = unmet_rows(search.constraints, search.scores.size(1))
+        if unmet:
+            log_probs[unmet, params.eos_id] = float("-inf")
     n = params.no_repeat_ngram_size
     if n and t + 1 >= n:
         _forbid_repeats(log_probs, search.history, n)
@@ -212,7 +235,7 @@ def _restrict(log_probs, search: _Search, t: int, params: SearchParams) -> torch
 def _controls_at(t: int, search: _Search, params: SearchParams) -> bool:
     """Whether _restrict changes the log-probs of step t."""
     prefix = search.prefixes is not None and t < search.prefixes.size(1)
-    return prefix or t < params.min_length or params.no_repeat_ngram_size > 0
+    return prefix or t < params.min_length or params.no_repeat_ngram_size > 0 or search.constraints is not None
 
 
 def _forbid_repeats(log_probs, histories: list[list[int]], n: int) -> None:
@@ -231,39 +254,61 @@ def _forbid_repeats(log_probs, histories: list[list[int]], n: int) -> None:
 
 def _advance(search: _Search, candidates, t: int, params: SearchParams, finished):
     """One step of search on the active rows, from candidates = top_candidates(...) (values, origin row,
-    token), each (B', 2K). Of each sentence's 2K best extensions, EOS-ended ones in the
-    top K finish; the first K others stay live (at most G <= K of the 2K end with EOS, so there are K).
+    token), each (B', 2K), and with constraints the extra candidates of gather_extras. Of each sentence's
+    2K best extensions, EOS-ended ones in the top K finish; the first K others stay live (at most G <= K of
+    the 2K end with EOS, so there are K; a sentence with constraints deals them over its banks instead).
     Returns (next tokens (B''K,), rows of the old state to keep (B''K,), sentences of the old state kept
     (B'',) or None if all are) or (None, None, None) when every sentence is done."""
     K, (n_active, G) = params.beam, search.scores.shape
-    top, origin, token = (c.tolist() for c in candidates)  # one read each: (B', 2K)
+    top, origin, token = (c.tolist() for c in candidates[:3])  # one read each: (B', 2K)
+    extras = candidates[3] if len(candidates) > 3 else None
     lp_now = params.lp(t + 1)  # |Y| with the token of this step
-    new_rows, new_tokens, new_scores, keep_sent = [], [], [], []
+    new_rows, new_tokens, new_scores, keep_sent, new_states = [], [], [], [], []
     for b in range(n_active):
         rows = [b * G + o for o in origin[b]]
-        is_eos = [token[b][j] == params.eos_id and top[b][j] != NEG_INF for j in range(2 * K)]
-        ended = [j for j in range(K) if is_eos[j]]  # EOS candidates beyond the top K are dropped
-        live = [j for j in range(2 * K) if not is_eos[j]][:K]
+        values, toks, states = top[b], token[b], None
+        if extras is None or extras[b] is None:
+            is_eos = [toks[j] == params.eos_id and values[j] != NEG_INF for j in range(2 * K)]
+            ended = [j for j in range(K) if is_eos[j]]  # EOS candidates beyond the top K are dropped
+            live = [j for j in range(2 * K) if not is_eos[j]][:K]
+        else:
+            pool = allocate(top=values, rows=rows, tokens=toks, extra=extras[b], states=search.constraints[b],
+                            row_base=b * G, K=K, eos=params.eos_id)
+            values, rows, toks, ended, live, states = pool.values, pool.rows, pool.tokens, pool.ended, pool.live, \
+                pool.states
         at_limit = t + 1 >= search.limits[b]
-        picks = [(j, True) for j in ended] + ([(j, False) for j in live if top[b][j] != NEG_INF] if at_limit else [])
+        picks = [(j, True) for j in ended] + ([(j, False) for j in live if values[j] != NEG_INF] if at_limit else [])
         sent = finished[search.ids[b]]
         for j, eos in picks:
-            tokens = search.history[rows[j]] + ([] if eos else [token[b][j]])
+            tokens = search.history[rows[j]] + ([] if eos else [toks[j]])
             attn = _stack_attention(search.attn, rows[j]) if search.attn else None
-            sent.append(Hypothesis(tokens, top[b][j] / lp_now, top[b][j], attn))
+            unmet = 0 if eos or states is None else states[j].unmet
+            sent.append(Hypothesis(tokens, values[j] / lp_now, values[j], attn, unmet))
         if picks:
-            sent.sort(key=lambda h: -h.score)
+            sent.sort(key=rank)
         # done: K finished and (unless early_stopping) the best live one, if it ended now, would not beat
         # the K-th of them
-        can_win = not params.early_stopping and len(sent) >= K and top[b][live[0]] / lp_now > sent[K - 1].score
-        if at_limit or (len(sent) >= K and not can_win):
+        can_win = not params.early_stopping and len(sent) >= K and values[live[0]] / lp_now > sent[K - 1].score
+        done = at_limit or (len(sent) >= K and not can_win)
+        if search.trace is not None:
+            search.trace.record(sentence=search.ids[b], step=t, lp=lp_now, values=values, rows=rows, tokens=toks,
+                                history=search.history, ended=ended, live=live, at_limit=at_limit, done=done,
+                                states=states)
+        if done:
             continue
         keep_sent.append(b)
         new_rows += [rows[j] for j in live]
-        new_tokens += [token[b][j] for j in live]
-        new_scores.append([top[b][j] for j in live])
+        new_tokens += [toks[j] for j in live]
+        new_scores.append([values[j] for j in live])
+        if search.constraints is not None:
+            new_states.append(None if states is None else [states[j] for j in live])
     if not keep_sent:
         return None, None, None
+    return _keep(search, keep_sent, n_active, new_rows, new_tokens, new_scores, new_states)
+
+
+def _keep(search: _Search, keep_sent, n_active, new_rows, new_tokens, new_scores, new_states):
+    """The book-keeping of the rows that stay: (next tokens, rows of the old state, sentences kept or None)."""
     device = search.scores.device
     all_kept = len(keep_sent) == n_active
     kept = None if all_kept else torch.tensor(keep_sent, device=device)
@@ -272,6 +317,8 @@ def _advance(search: _Search, candidates, t: int, params: SearchParams, finished
         search.limits = [search.limits[b] for b in keep_sent]
         if search.prefixes is not None:
             search.prefixes = search.prefixes[kept]
+    if search.constraints is not None:
+        search.constraints = new_states
     search.history = [search.history[r] + [tok] for r, tok in zip(new_rows, new_tokens)]
     search.scores = torch.tensor(new_scores, device=device)
     rows = torch.tensor(new_rows, device=device)

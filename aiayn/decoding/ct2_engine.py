@@ -192,7 +192,7 @@ class CT2Engine:
 
     # |Y|^alpha only, and a sentence ends at K finished hypotheses (patience 1); no maps, no sampling
     capabilities = Capabilities(name="ct2", attention_maps=False, sampling=False, length_penalty_forms=("hf",),
-                                late_stopping=False, devices=("cpu", "cuda"))
+                                late_stopping=False, constraints=False, devices=("cpu", "cuda"))
 
     def __init__(self, path: Path, tokenizer, device="cpu", compute_type: str = "default", *,
                  intra_threads: int = 1, inter_threads: int = 1):
@@ -216,9 +216,12 @@ class CT2Engine:
     def parallel_batches(self) -> int:
         return self.inter_threads
 
-    def search(self, sources: list[list[int]], params, prefixes: list[list[int]], batching) -> list[list[Hypothesis]]:
+    def search(self, sources: list[list[int]], params, prefixes: list[list[int]], batching,
+               constraints=None) -> list[list[Hypothesis]]:
         """The engines' search: each sentence's length limit as the native beam search sets it (a * |x| + b
-        within the cap, room for the prefix and min_length), then translate()."""
+        within the cap, room for the prefix and min_length), then translate(). No constraints (refused by
+        the Translator: capabilities.constraints is false)."""
+        assert constraints is None, "CTranslate2 has no lexical constraints"
         limits = max_lengths(pad_batch(sources, params.pad_id, "cpu"), params.pad_id, params.max_len_a,
                              params.max_len_b, params.max_output_len).tolist() if sources else []
         limits = [max(limit, len(p) + 1, params.min_length + 1) for limit, p in zip(limits, prefixes)]

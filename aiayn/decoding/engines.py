@@ -27,7 +27,8 @@ class Capabilities:
     attention_maps: every attention map of the best hypothesis (return_attention); sampling: temperature,
     top-k, top-p instead of beam search; length_penalty_forms: the forms it scores with (the first is its
     default when the model's is not among them); late_stopping: it can search on after K hypotheses have
-    finished (early_stopping false); target_prefix: translations forced to start with a text; devices:
+    finished (early_stopping false); target_prefix: translations forced to start with a text;
+    constraints: phrases each translation must contain (lexically constrained beam search); devices:
     the torch device types it decodes on; ensembles: it decodes an ensemble of models (aiayn.decoding.ensemble:
     a model object in this process)."""
 
@@ -37,6 +38,7 @@ class Capabilities:
     length_penalty_forms: tuple[str, ...] = LP_FORMS
     late_stopping: bool = True
     target_prefix: bool = True
+    constraints: bool = True
     devices: tuple[str, ...] = ("cpu", "cuda", "mps")
     ensembles: bool = False
 
@@ -69,8 +71,9 @@ class Engine(Protocol):
     parallel_batches: int  # batches of plain beam searches decoded at once
 
     def search(self, sources: list[list[int]], params: SearchParams, prefixes: list[list[int]],
-               batching: Batching) -> list[list[Hypothesis]]:
-        """Beam search: per sentence its params.n_best Hypotheses, best first, in input order."""
+               batching: Batching, constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
+        """Beam search: per sentence its params.n_best Hypotheses, best first, in input order. constraints:
+        per sentence its phrases' target ids ([] for none), only where capabilities.constraints."""
 
     def sample(self, sources: list[list[int]], params: SampleParams, batching: Batching) -> list[list[Hypothesis]]:
         """One sampled Hypothesis per sentence (score: summed log-probs), in input order."""
@@ -92,15 +95,17 @@ class NativeEngine:
     def __init__(self, *, model, device):
         self.model, self.device = model, torch.device(device)
 
-    def search(self, sources, params, prefixes, batching):
-        return search_in_batches(sources, lambda b: self.search_batch(sources, params, prefixes, b),
+    def search(self, sources, params, prefixes, batching, constraints=None):
+        return search_in_batches(sources, lambda b: self.search_batch(sources, params, prefixes, b, constraints),
                                  batching.batch_size, batching.max_tokens)
 
-    def search_batch(self, sources, params: SearchParams, prefixes, indices: list[int]) -> list[list[Hypothesis]]:
+    def search_batch(self, sources, params: SearchParams, prefixes, indices: list[int],
+                     constraints=None) -> list[list[Hypothesis]]:
         """One batch's beam search (sources[indices]) in this process -> per sentence its n-best Hypotheses."""
         src = pad_batch([sources[i] for i in indices], params.pad_id, self.device)
         with torch.inference_mode():
-            return beam_search(self.model, src, params, [prefixes[i] for i in indices])
+            return beam_search(self.model, src, params, [prefixes[i] for i in indices],
+                               constraints=None if constraints is None else [constraints[i] for i in indices])
 
     def score(self, sources, targets, *, bos_id: int, pad_id: int, batching) -> list[list[float]]:
         """Teacher-forced log-probs on the model, in this process (every native engine: workers and the compiled
@@ -142,13 +147,14 @@ class CompiledEngine(NativeEngine):
         super().__init__(model=model, device="cpu")
         self.compiled = compiled
 
-    def search_batch(self, sources, params, prefixes, indices):
+    def search_batch(self, sources, params, prefixes, indices, constraints=None):
         if params.return_attention:
-            return super().search_batch(sources, params, prefixes, indices)
+            return super().search_batch(sources, params, prefixes, indices, constraints)
         src = pad_batch([sources[i] for i in indices], params.pad_id, self.device)
-        with torch.inference_mode():
+        with torch.inference_mode():  # with constraints every step is the compiled decode_step, not its candidates
             return beam_search(self.compiled, src, params, [prefixes[i] for i in indices],
-                               step_candidates=self.compiled.step_candidates)
+                               step_candidates=self.compiled.step_candidates,
+                               constraints=None if constraints is None else [constraints[i] for i in indices])
 
 
 class PoolEngine(NativeEngine):
@@ -165,9 +171,10 @@ class PoolEngine(NativeEngine):
     def parallel_batches(self) -> int:
         return self.pool.workers if self.pool is not None else 1
 
-    def search(self, sources, params, prefixes, batching):
-        if params.return_attention or self.pool is None:  # maps come from this process's model; closed: here
-            return super().search(sources, params, prefixes, batching)
+    def search(self, sources, params, prefixes, batching, constraints=None):
+        # maps come from this process's model; closed: here; constrained searches too (the workers take none)
+        if params.return_attention or self.pool is None or constraints is not None:
+            return super().search(sources, params, prefixes, batching, constraints)
         batches = length_sorted_batches([len(s) for s in sources], batching.batch_size, batching.max_tokens)
         found = self.pool.search([[sources[i] for i in b] for b in batches], params,
                                  [[prefixes[i] for i in b] for b in batches])

@@ -13,6 +13,8 @@ import torch
 
 from aiayn.decoding.batches import encode_sources, max_positions, pad_batch
 from aiayn.decoding.beam import SearchParams
+from aiayn.decoding.beam_trace import BeamTrace, trace_search
+from aiayn.decoding.constraints import check_constraints, encode_constraints
 from aiayn.decoding.ct2_engine import CT2Engine
 from aiayn.decoding.engines import Batching, CompiledEngine, NativeEngine, PoolEngine, SampleParams
 from aiayn.decoding.ensemble import check_weights, load_ensemble
@@ -35,6 +37,7 @@ class Translation:
     attention: dict | None = None  # numpy arrays: "cross" (L, H, T, S), "decoder_self" (L, H, T, T), ...
     truncated: bool = False  # the source was longer than the model's maximum and was cut
     stopped_at_limit: bool = False  # the output reached its length limit (a * |src| + b, the cap) without </s>
+    constraints_met: bool = True  # False: it reached its length limit before writing every constraint
     log_prob: float | None = None  # summed log-probability of the best hypothesis (None: ct2, a blank line)
     diagnostics: dict | None = None  # flags and signals (aiayn.inspect.diagnostics.translate_diagnosed)
 
@@ -235,26 +238,79 @@ class Translator:
         return self.model.arch
 
     def translate(self, sentences: list[str], options: DecodeOptions | None = None, *,
-                  target_prefix: list[str] | None = None, **overrides) -> list[Translation]:
+                  target_prefix: list[str] | None = None, constraints: list[list[str]] | None = None,
+                  **overrides) -> list[Translation]:
         """Translations of `sentences`, in input order, by beam search (or sampling: options.sampling).
         options: a DecodeOptions (default: the model's own decode settings); overrides: any of its fields
         by name, e.g. translate(lines, beam=5, n_best=2). target_prefix: per sentence a text the translation
-        must start with ("" for none; the search continues after it). With the ct2 engine the length
+        must start with ("" for none; the search continues after it). constraints: per sentence the phrases
+        its translation must contain ([] for none; lexically constrained beam search, native engine,
+        aiayn.decoding.constraints). With the ct2 engine the length
         penalty's form is hf and early stopping is on (DecodeOptions.for_model), and time_limit is checked
         between CTranslate2 calls (one for all sentences, then one per length limit reached)."""
         options = self.resolve(options, **overrides)
         check_sentences(sentences)
         check_prefixes(target_prefix, len(sentences))
+        self._check_constraints(constraints, len(sentences), options)
         if target_prefix is not None and options.sampling is not None:
             raise AiaynError("sampling draws one translation per sentence: drop target_prefix")
         results, filled, sources, truncated = self.prepare(sentences)
         prefixes = self._prefix_ids(target_prefix, filled, options.max_output_len)
-        for i, hyps in enumerate(self._search(options, sources, prefixes)):
+        wanted = self._constraint_ids(constraints, filled, prefixes, options.max_output_len)
+        for i, hyps in enumerate(self._search(options, sources, prefixes, wanted)):
             results[filled[i]] = self._result(hyps, sources[i], options.return_attention, truncated[i])
-        self._mark_limits(results, filled, sources, prefixes, options)
+            results[filled[i]].constraints_met = hyps[0].unmet == 0
+        self._mark_limits(results, filled, sources, prefixes, options, wanted)
         return results
 
-    def _search(self, options: DecodeOptions, sources: list[list[int]], prefixes: list[list[int]]) -> list:
+    def trace(self, sentence: str, options: DecodeOptions | None = None, *, target_prefix: str | None = None,
+              constraints: list[str] | None = None, **overrides) -> BeamTrace:
+        """The beam search of one sentence, step by step (aiayn.decoding.beam_trace): each step's candidates
+        with their tokens, log-prob, normalised score and status; BeamTrace.replay() gives its n-best list.
+        Runs aiayn's own search on the model in this process (the native engine's, not compiled)."""
+        options = self.resolve(options, **overrides)
+        if options.sampling is not None:
+            raise AiaynError("a trace shows a beam search: drop sampling")
+        if self.engine != "native":
+            raise AiaynError(f"a trace shows aiayn's own beam search; the {self.engine} engine's is not shown: use "
+                             f"--engine native")
+        self._check_constraints(None if constraints is None else [constraints], 1, options)
+        check_sentences([sentence])
+        check_prefixes(None if target_prefix is None else [target_prefix], 1)
+        _, filled, sources, _ = self.prepare([sentence])
+        if not filled:
+            raise AiaynError("the sentence is blank: give some text to trace")
+        prefix = self._prefix_ids(None if target_prefix is None else [target_prefix], filled, options.max_output_len)
+        wanted = self._constraint_ids(None if constraints is None else [constraints], filled, prefix,
+                                      options.max_output_len)
+        src = pad_batch(sources, self.tokenizer.pad_id, self.device)
+        return trace_search(self.model, src, self._search_params(options, None), prefix[0],
+                            wanted[0] if wanted else [], self.tokenizer)
+
+    def check_constraints(self, sentences: list[str], constraints, target_prefix, options: DecodeOptions) -> None:
+        """The checks translate() makes of constraints, before any search (the server makes them before it
+        queues texts); options: resolved (self.resolve)."""
+        self._check_constraints(constraints, len(sentences), options)
+        _, filled, _, _ = self.prepare(sentences)
+        prefixes = self._prefix_ids(target_prefix if any(target_prefix or []) else None, filled, options.max_output_len)
+        self._constraint_ids(constraints, filled, prefixes, options.max_output_len)
+
+    def _check_constraints(self, constraints, n_sentences: int, options: DecodeOptions) -> None:
+        check_constraints(constraints, n_sentences)
+        if constraints is not None and options.sampling is not None:
+            raise AiaynError("sampling draws one translation per sentence: drop constraints")
+        if constraints is not None and any(constraints) and not self.backend.capabilities.constraints:
+            raise AiaynError(f"constraints need the native engine (--engine native): the {self.engine} engine "
+                             f"has no lexical constraints, only a target prefix")
+
+    def _constraint_ids(self, constraints, filled: list[int], prefixes: list[list[int]], max_output_len: int):
+        if constraints is None or not any(constraints[i] for i in filled):
+            return None
+        return encode_constraints(self.tokenizer, [constraints[i] for i in filled], [i + 1 for i in filled],
+                                  prefixes, max_output_len)
+
+    def _search(self, options: DecodeOptions, sources: list[list[int]], prefixes: list[list[int]],
+                constraints: list[list[list[int]]] | None = None) -> list:
         """The engine's n-best Hypotheses per source, by sampling or beam search."""
         tok, cfg = self.tokenizer, self.decode_cfg
         deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
@@ -267,9 +323,10 @@ class Translator:
         if options.spread and parallel > 1 and options.max_tokens is None and sources:  # all busy to the end
             batch_size = even_batch_size(len(sources), batch_size, parallel)
         return self.backend.search(sources, self._search_params(options, deadline), prefixes,
-                                   Batching(batch_size=batch_size, max_tokens=options.max_tokens))
+                                   Batching(batch_size=batch_size, max_tokens=options.max_tokens),
+                                   constraints=constraints)
 
-    def _mark_limits(self, results, filled, sources, prefixes, options: DecodeOptions) -> None:
+    def _mark_limits(self, results, filled, sources, prefixes, options: DecodeOptions, constraints=None) -> None:
         """stopped_at_limit: the best output is as long as its length limit, beam_search's (a * |src| + b within
         the cap, room for the prefix and min_length), so it ended there and not at </s>."""
         if not sources:
@@ -278,7 +335,8 @@ class Translator:
         limits = max_lengths(pad_batch(sources, pad, "cpu"), pad, cfg.max_len_a, cfg.max_len_b,
                              options.max_output_len).tolist()
         for i, (limit, prefix) in enumerate(zip(limits, prefixes)):
-            limit = max(limit, len(prefix) + 1, options.min_length + 1)
+            wanted = sum(len(p) for p in constraints[i]) if constraints else 0
+            limit = max(limit, len(prefix) + 1, options.min_length + 1, len(prefix) + wanted + 1 if wanted else 0)
             results[filled[i]].stopped_at_limit = len(results[filled[i]].tokens) >= limit
 
     def _search_params(self, options: DecodeOptions, deadline: float | None) -> SearchParams:

@@ -9,7 +9,10 @@ Endpoints:
 - POST /api/translate_batch {"texts": [up to MAX_BATCH_TEXTS], "beam": 4} -> {"translations":
   [{"translation", "score"}, ...]} in input order; a blank text translates to "" (score 0);
 - both translate requests take the decoding controls of DecodingControls (n_best in plain mode, min_length,
-  no_repeat_ngram_size, a target prefix, or sampling instead of beam search);
+  no_repeat_ngram_size, a target prefix, or sampling instead of beam search); in plain mode also
+  "constraints" (/api/translate: phrases the translation must contain; /api/translate_batch: one list per
+  text), and /api/translate takes "trace": true for the beam search step by step (Translator.trace; plain
+  mode, native engine; one job through the admission gate, like maps);
 - POST /api/step: one attention row step by step (the page's step view).
 - POST /api/score {"sources": [...], "targets": [...], "alpha", "length_penalty_form"} -> {"scores": [{"score",
   "log_prob", "tokens", "token_log_probs"}, ...]}: given translations scored by teacher forcing (Translator.score),
@@ -87,6 +90,7 @@ STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html"}
 
 MAX_TEXT = 500  # characters of one request's text
+MAX_CONSTRAINTS = 8  # phrases a translation must contain (lexical constraints), per text
 MAX_BEAM = 8
 MAX_BODY = 16_384  # bytes of a request body; the largest valid /api/step request is under 2 KB
 MAX_SOURCE_TOKENS = 128  # subwords of the source, </s> included (Multi30k sentences: about 20)
@@ -177,6 +181,8 @@ class TranslateRequest(DecodingControls):
     attention: bool = True  # false: the plain translation, without maps (batched with other requests)
     target_prefix: str = Field("", max_length=MAX_TEXT)  # the translation starts with it ("" for none)
     target: str = Field("", max_length=MAX_TEXT)  # maps of this target, teacher-forced ("" for the model's own)
+    constraints: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field([], max_length=MAX_CONSTRAINTS)
+    trace: bool = False  # plain mode: also the beam search, step by step (aiayn.decoding.beam_trace)
     diagnostics: bool = False  # flags and signals of the translation (aiayn.web.diagnosed); native engine
 
 
@@ -184,6 +190,9 @@ class TranslateBatchRequest(DecodingControls):
     texts: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field(min_length=1, max_length=MAX_BATCH_TEXTS)
     # one per text ("" for none); the body limit MAX_BATCH_BODY leaves room for texts only: prefixes are short
     target_prefixes: list[Annotated[str, Field(max_length=MAX_TEXT)]] | None = None
+    # one list of phrases per text ([] for none): lexical constraints
+    constraints: list[Annotated[list[Annotated[str, Field(max_length=MAX_TEXT)]],
+                                Field(max_length=MAX_CONSTRAINTS)]] | None = None
 
 
 class ScoreRequest(BaseModel):
@@ -286,18 +295,19 @@ def _step(translator, req: StepRequest) -> bytes:
 
 def _decode_plain(translator, model_pool, key: BatchKey, items: list[tuple[str, str]]) -> list:
     """A batch of plain translations (the batcher's decode, on a batch thread): one Translator call, each
-    batch of a pooled translator on one worker. items: (text, target prefix). model_pool: where this
-    process's model runs when the batch threads are others (else None); sampling runs there, in turn with
-    the maps and steps."""
-    texts, prefixes = [text for text, _ in items], [prefix for _, prefix in items]
-    decode = partial(translator.translate, texts, key.options, target_prefix=prefixes if any(prefixes) else None)
+    batch of a pooled translator on one worker. items: (text, target prefix, constraints). model_pool: where
+    this process's model runs when the batch threads are others (else None); sampling runs there, in turn
+    with the maps and steps."""
+    texts, prefixes, wanted = [i[0] for i in items], [i[1] for i in items], [list(i[2]) for i in items]
+    decode = partial(translator.translate, texts, key.options, target_prefix=prefixes if any(prefixes) else None,
+                     constraints=wanted if any(wanted) else None)
     if key.options.sampling is None or model_pool is None:
         return decode()
     return model_pool.submit(decode).result()
 
 
 async def _translate_plain(batcher: Batcher, translator, limits: Limits, req: DecodingControls, texts: list[str],
-                           prefixes: list[str], batch: bool) -> bytes:
+                           prefixes: list[str], batch: bool, constraints: list[list[str]] | None = None) -> bytes:
     """Plain translations of `texts` through the batcher -> the JSON of /api/translate (one text,
     attention false) or of /api/translate_batch. Every text is checked before any is queued."""
     if req.sampling is not None and (getattr(req, "attention", False) or any(prefixes)):
@@ -316,7 +326,8 @@ async def _translate_plain(batcher: Batcher, translator, limits: Limits, req: De
             raise AiaynError(f"{where(i)}the target prefix is longer than this server's outputs "
                              f"({limits.max_output_tokens} subwords with </s>): shorten it")
     beam = 1 if req.sampling is not None else (req.beam or translator.decode_cfg.beam)
-    results = await batcher.translate(key, list(zip(texts, prefixes)), [n * beam for n in lengths])
+    constraints = _checked_constraints(translator, key, texts, prefixes, constraints)
+    results = await batcher.translate(key, list(zip(texts, prefixes, constraints)), [n * beam for n in lengths])
     if batch:
         return _dumps({"translations": [_plain_json(r, req.n_best) for r in results]}).encode()
     r = results[0]
@@ -329,6 +340,28 @@ def _plain_diagnosed(translator, limits: Limits, req: TranslateRequest) -> bytes
     r = plain_diagnosed(translator, req.text, req.options(limits), req.target_prefix)
     return _dumps({**_plain_json(r, req.n_best), "source_tokens": r.src_tokens, "target_tokens": r.tokens,
                    "diagnostics": r.diagnostics}).encode()
+
+
+def _checked_constraints(translator, key: BatchKey, texts, prefixes, constraints) -> list[tuple[str, ...]]:
+    """Per text its constraints as a tuple (() for none), checked before the texts are queued (the checks of
+    Translator.translate: each phrase writable, all fitting the server's outputs, an engine that has them)."""
+    if constraints is None or not any(constraints):
+        return [()] * len(texts)
+    if len(constraints) != len(texts):
+        raise AiaynError(f"constraints has {len(constraints)} entries for {len(texts)} texts: give one list per text "
+                         f"([] for none)")
+    options = translator.resolve(key.options)
+    translator.check_constraints(texts, constraints, prefixes, options)
+    return [tuple(c) for c in constraints]
+
+
+def _trace_json(translator, limits: Limits, req: TranslateRequest) -> bytes:
+    """/api/translate with "trace": the translation and its beam search step by step."""
+    _source_length(translator.tokenizer, req.text)
+    trace = translator.trace(req.text, req.options(limits), target_prefix=req.target_prefix or None,
+                             constraints=req.constraints or None)
+    best = trace.replay()[0]
+    return _dumps({"translation": best.text, "score": best.score, "trace": trace.to_dict()}).encode()
 
 
 def _plain_json(result, n_best: int) -> dict:
@@ -467,9 +500,17 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
             return _error(400, "n_best is for plain translations: send \"attention\": false")
         if req.diagnostics and not req.attention:
             return await _answer(request, limits, admission.run(partial(_plain_diagnosed, translator, limits, req)))
+        if req.trace:
+            if req.attention or engine != "native":
+                return _error(400, "trace shows the native engine's beam search in plain mode: send \"attention\": "
+                                   "false" if req.attention else NATIVE_ONLY)
+            return await _answer(request, limits, admission.run(partial(_trace_json, translator, limits, req)))
+        if req.constraints and req.attention:
+            return _error(400, "constraints are for plain translations: send \"attention\": false")
         if not req.attention or req.sampling is not None:  # sampling with attention: refused in there
             return await _answer(request, limits, _translate_plain(
-                batcher, translator, limits, req, [req.text], [req.target_prefix], batch=False))
+                batcher, translator, limits, req, [req.text], [req.target_prefix], batch=False,
+                constraints=[req.constraints]))
         if engine != "native":
             return _error(400, NATIVE_ONLY)
         return await _answer(request, limits, admission.run(partial(_translate, translator, limits, req, langs)))
@@ -478,7 +519,7 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
     async def translate_batch(req: TranslateBatchRequest, request: Request):
         prefixes = req.target_prefixes if req.target_prefixes is not None else [""] * len(req.texts)
         return await _answer(request, limits, _translate_plain(batcher, translator, limits, req, req.texts,
-                                                               prefixes, batch=True))
+                                                               prefixes, batch=True, constraints=req.constraints))
 
     @app.post("/api/score")
     async def score(req: ScoreRequest, request: Request):
