@@ -70,7 +70,7 @@ def test_a_diagonal_head_ranks_first_with_aer_zero():
     ranking.add(_maps(cross, n, n), parse_links(" ".join(f"{j}-{j}" for j in range(n))))
     scores = ranking.scores()
     assert len(scores) == 2 * (3 + 1)  # every head and each layer's mean
-    assert scores[0].name == "1:2" and scores[0].aer == 0.0
+    assert scores[0].name == "2:3" and scores[0].aer == 0.0
     assert scores[0].focus == pytest.approx(0.92) and scores[0].coverage == 1.0
     assert [s.aer for s in scores] == sorted(s.aer for s in scores)
     # the links of a head are hard_alignment's for that head
@@ -86,8 +86,8 @@ def test_without_gold_heads_are_ranked_by_score():
     ranking = HeadRanking(n_layers=1, n_heads=2)
     ranking.add(_maps(cross, n, n), None)
     scores = ranking.scores()
-    assert scores[0].name == "0:1" and scores[0].aer is None and scores[0].entropy == pytest.approx(0, abs=1e-6)
-    flat = next(s for s in scores if s.name == "0:0")
+    assert scores[0].name == "1:2" and scores[0].aer is None and scores[0].entropy == pytest.approx(0, abs=1e-6)
+    flat = next(s for s in scores if s.name == "1:1")
     assert flat.entropy == pytest.approx(1.0)
 
 
@@ -102,10 +102,10 @@ def test_rank_heads_on_a_model(transformer_dir, monkeypatch):
     assert skipped == 0 and len(scores) == 2 * (4 + 1)
     assert all(0.0 <= s.aer <= 1.0 for s in scores)
     choose = head_choice.choose_head
-    assert choose("1:mean", translator) == (1, None) and choose("0:3", translator) == (0, 3)
+    assert choose("2:mean", translator) == (1, None) and choose("1:4", translator) == (0, 3)
     monkeypatch.setattr(head_choice, "builtin_pairs", lambda data: pairs)  # "best" ranks these four
     layer, head = choose("best", translator)
-    assert f"{layer}:{'mean' if head is None else head}" == scores[0].name
+    assert f"{layer + 1}:{'mean' if head is None else head + 1}" == scores[0].name  # names count from 1
     for bad, says in (("9:9", "no such head; the model has 2 decoder layers"), ("x", "give L:H")):
         with pytest.raises(InspectError, match=says) as err:
             choose(bad, translator)

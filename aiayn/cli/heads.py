@@ -14,9 +14,9 @@ GOLD_HELP = ("gold word alignments, one Pharaoh line per sentence pair: i-j (sur
 def add_alignment_head(p) -> None:
     """translate's --alignment-head (the hook lives here, beside the command that ranks the heads)."""
     p.add_argument("--alignment-head", metavar="L:H", help="with --alignment: the cross-attention the links come "
-                   "from: L:H (decoder layer L, head H, 0-based), L:mean (layer L's mean over heads), best (the best "
-                   "head on the built-in task's gold, for a model trained on it) or a file of `aiayn heads --json` "
-                   "(its best head) (default: the last layer's mean)")
+                   "from: L:H (decoder layer L, head H, counted from 1), L:mean (layer L's mean over heads), best "
+                   "(the best head on the built-in task's gold, for a model trained on it) or a file of `aiayn heads "
+                   "--json` (its best head) (default: the last layer's mean)")
 
 
 def alignment_function(args, translator):

@@ -7,7 +7,7 @@ from pathlib import Path
 from aiayn.inspect.alignment_eval import Gold, parse_links
 from aiayn.inspect.capture import InspectError, hard_alignment, maps_of, merge_subwords
 
-HEAD_FORMS = "L:H (layer L, head H, 0-based), L:mean (layer L's mean over heads), best, or a JSON file of " \
+HEAD_FORMS = "L:H (layer L, head H, counted from 1), L:mean (layer L's mean over heads), best, or a JSON file of " \
              "`aiayn heads --json` (its best head)"
 
 
@@ -44,11 +44,11 @@ def parse_head(text: str, n_layers: int, n_heads: int) -> tuple[int, int | None]
     layer, sep, head = text.partition(":")
     if not (sep and layer.isdigit() and (head.isdigit() or head == "mean")):
         raise InspectError(f"--alignment-head {text!r}: give {HEAD_FORMS}")
-    layer_n, head_n = int(layer), None if head == "mean" else int(head)
-    if layer_n >= n_layers or (head_n is not None and head_n >= n_heads):
+    layer_n, head_n = int(layer), None if head == "mean" else int(head)  # counted from 1
+    if not 1 <= layer_n <= n_layers or (head_n is not None and not 1 <= head_n <= n_heads):
         raise InspectError(f"--alignment-head {text}: no such head; the model has {n_layers} decoder layers "
-                           f"(0 to {n_layers - 1}) of {n_heads} heads (0 to {n_heads - 1})")
-    return layer_n, head_n
+                           f"(1 to {n_layers}) of {n_heads} heads (1 to {n_heads})")
+    return layer_n - 1, None if head_n is None else head_n - 1
 
 
 def _best_from_file(path: Path) -> str:

@@ -35,7 +35,8 @@ class HeadScore:
 
     @property
     def name(self) -> str:
-        return f"{self.layer}:{'mean' if self.head is None else self.head}"
+        """"L:H" counted from 1, as the paper, the page and every picture count layers and heads."""
+        return f"{self.layer + 1}:{'mean' if self.head is None else self.head + 1}"
 
     @property
     def score(self) -> float:
