@@ -116,6 +116,8 @@ class TrainConfig:
         tensorboard: TensorBoard event files under RUN/tensorboard/ (needs pip install 'aiayn[tensorboard]'):
             the logged metrics and, at each validation, a dev sentence's cross-attention
             (aiayn/training/tensorboard_log.py).
+        attention_timeline: at each validation, keep the attention maps of this many dev sentences under
+            RUN/timeline/ for the explorer's timeline slider (0 = off, at most 8; aiayn/training/timeline.py).
         num_threads: torch CPU threads (0 = torch's default).
         micro_batch_workers: CPU data parallelism in one process: each micro-batch is dealt into this many
             shares, run side by side in as many worker threads, each with num_threads / micro_batch_workers
@@ -149,6 +151,7 @@ class TrainConfig:
     ema_decay: float = 0.0
     log_every: int = 50
     tensorboard: bool = False
+    attention_timeline: int = 0
     num_threads: int = 0
     micro_batch_workers: int = 0
 
@@ -212,6 +215,7 @@ TRAIN_RULES = {
     "eval_every": at_least(1), "bleu_every": at_least(0), "bleu_sentences": at_least(1), "save_every": at_least(1),
     "keep_last": at_least(1), "average_last": at_least(0), "patience": at_least(0), "ema_decay": fraction,
     "log_every": at_least(1), "num_threads": between(0, 1024), "micro_batch_workers": between(0, 1024),
+    "attention_timeline": between(0, 8),
 }
 DECODE_RULES = {"beam": at_least(1), "length_penalty": between(0, 10), "max_len_a": at_least(0),
                 "max_len_b": at_least(1),

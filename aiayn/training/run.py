@@ -32,6 +32,7 @@ from aiayn.training import distributed as D
 from aiayn.training.micro_batches import check_micro_batch_workers
 from aiayn.training.run_files import claim_run_entries, open_lock
 from aiayn.training.tensorboard_log import open_log, summary_writer_class
+from aiayn.training.timeline import AttentionTimeline
 from aiayn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -339,4 +340,8 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     trainer.resume_run()
     if cfg.train.tensorboard and dist.is_main:
         trainer.tensorboard = open_log(trainer)
+    if cfg.train.attention_timeline and dist.is_main:
+        trainer.timeline = AttentionTimeline.for_run(out=out, examples=valid, n=cfg.train.attention_timeline,
+                                                     tokenizer=tokenizer, eval_every=cfg.train.eval_every)
+        trainer.timeline.resume(trainer.progress.step)
     return trainer

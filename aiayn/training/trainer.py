@@ -85,6 +85,7 @@ class Trainer:
         self._batches, self._batches_epoch = [], None  # this epoch's batch list, built once per epoch
         self._valid_batches = make_batches(valid_examples, self.tc.max_tokens, seed=0, epoch=0)
         self.tensorboard = None  # train.tensorboard: a TensorBoardLog (training/tensorboard_log.py), set by prepare_run
+        self.timeline = None  # train.attention_timeline: a training/timeline.py AttentionTimeline, set by prepare_run
 
     def _on_signal(self, signum, frame):
         """First SIGINT (Ctrl-C) or SIGTERM (sent by schedulers and `timeout`): finish the current step,
@@ -301,6 +302,8 @@ class Trainer:
         validation is pending, so a resumed run does it first, as the uninterrupted run did."""
         self.progress.pending_validation = True
         metrics = self.validate()
+        if self.timeline is not None and self.dist.is_main:
+            self.timeline.record(self.model, self.progress.step)
         with self._update_unit():
             if self.tc.fit_steps_to_time:
                 metrics["end_step"] = self._fit_end_step()
