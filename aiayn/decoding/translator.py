@@ -37,6 +37,12 @@ class Translation:
     attention: dict | None = None  # numpy arrays: "cross" (L, H, T, S), "decoder_self" (L, H, T, T), ...
     truncated: bool = False  # the source was longer than the model's maximum and was cut
     stopped_at_limit: bool = False  # the output reached its length limit (a * |src| + b, the cap) without </s>
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the text, the score and, with attention maps, the last layer's cross-attention."""
+        from aiayn.inspect.notebook import translation_html
+
+        return translation_html(self)
     constraints_met: bool = True  # False: it reached its length limit before writing every constraint
     log_prob: float | None = None  # summed log-probability of the best hypothesis (None: ct2, a blank line)
     diagnostics: dict | None = None  # flags and signals (aiayn.inspect.diagnostics.translate_diagnosed)

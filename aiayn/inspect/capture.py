@@ -42,6 +42,12 @@ class AttentionMaps:
     score: float | None = None  # beam-search score of the translation (None when teacher-forced)
     truncated: bool = False  # the sentence was longer than the model's positions; its beginning was used
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the last layer's cross-attention (aiayn.inspect.notebook.view for any kind, layer, head)."""
+        from aiayn.inspect.notebook import view
+
+        return view(self)._repr_html_()
+
 
 def capture(translator, sentence: str, target: str | None = None, beam: int | None = None,
             merge_words: bool = False) -> AttentionMaps:
