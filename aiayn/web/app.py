@@ -14,6 +14,9 @@ Endpoints:
   text), and /api/translate takes "trace": true for the beam search step by step (Translator.trace; plain
   mode, native engine; one job through the admission gate, like maps);
 - POST /api/step: one attention row step by step (the page's step view).
+- POST /api/alternatives {"source_ids", "target_input_ids", "k"}: post-editing, the top-k next tokens at one
+  position and the text prefix each makes (aiayn.web.postedit); GET /api/timeline and GET
+  /api/timeline/STEP?sentence=I: the maps the model's run kept at its validations (aiayn.web.timeline).
 - POST /api/score {"sources": [...], "targets": [...], "alpha", "length_penalty_form"} -> {"scores": [{"score",
   "log_prob", "tokens", "token_log_probs"}, ...]}: given translations scored by teacher forcing (Translator.score),
   as many pairs as /api/translate_batch has texts, within the source and output bounds; a job on the model's
@@ -83,7 +86,9 @@ from aiayn.web.diagnosed import plain_diagnosed, with_diagnostics
 from aiayn.web.guards import Admission, BodyLimit, Busy
 from aiayn.web.info import model_info
 from aiayn.web.positions import positions_panel
+from aiayn.web.postedit import AlternativesRequest, alternatives_json
 from aiayn.web.scoring import score_json
+from aiayn.web.timeline import find_timeline, timeline_index, timeline_snapshot
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -545,6 +550,25 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
     @app.get("/api/positions")
     async def positions_table():  # the positional-encoding panel; computed once
         return positions
+
+    @app.post("/api/alternatives")  # post-editing: the top-k next tokens at one position (aiayn.web.postedit)
+    async def next_tokens(req: AlternativesRequest, request: Request):
+        if engine != "native":
+            return _error(400, NATIVE_ONLY)
+        return await _answer(request, limits, admission.run(partial(alternatives_json, translator, req)))
+
+    timeline_dir = find_timeline(translator.model_dir)  # the run's stored maps, if any (aiayn.web.timeline)
+
+    @app.get("/api/timeline")
+    def timeline_steps():
+        return timeline_index(timeline_dir, translator.tokenizer)
+
+    @app.get("/api/timeline/{step}")
+    def timeline_maps(step: int, sentence: int = 0):
+        try:
+            return timeline_snapshot(timeline_dir, step, sentence)
+        except AiaynError as err:
+            return _error(404, str(err))
 
     if engine != "native":
         @app.get("/")

@@ -11,12 +11,15 @@ import {fillSearch, rankHeads, showRanking} from "./search.js";
 import {renderStep} from "./stepview.js";
 import {readUrl, writeUrl} from "./url.js";
 import {warningText} from "./warnings.js";
+import {decoratePostedit, wirePostedit} from "./postedit.js";
+import {createTimeline} from "./timeline.js";
 
 const $ = id => document.getElementById(id);
 const KINDS = ["encoder_self", "decoder_self", "cross"];
 const S = {info: null, data: null, gen: 0, kind: "cross", layer: null, head: 0, words: false, scale: "global",
            numbers: false, lineHeads: [], query: null, preview: null, step: null, beam: null, text: "", target: "",
-           pe: undefined, open: null, pending: null};
+           pe: undefined, open: null, pending: null, prefix: ""};
+const timeline = createTimeline();
 const handlers = {pickHead, toggleLineHead, previewQuery, select: q => selectQuery(q, false)};
 
 function showError(message) { $("error").textContent = message; }
@@ -36,7 +39,7 @@ function checkText(text, max) {
   return true;
 }
 
-async function translate(restore = null) {
+async function translate(restore = null, prefix = "") {
   const text = $("text").value, target = $("target").value, max = S.info ? S.info.max_text : 500;
   $("error").textContent = ""; $("warning").textContent = "";
   if (!checkText(text, max) || (target && !checkText(target, max))) return;
@@ -44,16 +47,17 @@ async function translate(restore = null) {
   clearViews();  // nothing of the previous sentence stays up while (or if) this one fails
   setBusy(true);
   try {
-    const data = await api("/api/translate", {text, beam, diagnostics: true, ...(target.trim() ? {target} : {})});
+    const forced = target.trim() ? {target} : prefix ? {target_prefix: prefix} : {};  // prefix: a post-edit pick
+    const data = await api("/api/translate", {text, beam, diagnostics: true, ...forced});
     if (gen !== S.gen) return;
-    Object.assign(S, {data, beam, text, target: target.trim() ? target : ""});
+    Object.assign(S, {data, beam, text, target: target.trim() ? target : "", prefix: target.trim() ? "" : prefix});
     if (restore) applyRestore(restore);
     setupSelectors();
     $("warning").textContent = warningText(data.warnings, S.info);
     $("views").hidden = false; $("result").hidden = false; $("ready").hidden = true;
     render();
     if (S.query !== null) selectQuery(S.query, false);
-    if (!data.teacher_forced) loadNbest(gen, text, beam);
+    if (!data.teacher_forced && !S.prefix) loadNbest(gen, text, beam);
   } catch (e) {
     if (gen === S.gen) showError(e.message);
   } finally {
@@ -114,6 +118,7 @@ function setupSelectors() {
 function render() {
   if (!S.data) return;
   renderResult(S);
+  decoratePostedit(S);
   const view = renderMaps(S, handlers);
   fillSearch($("search-panel"), view);
   renderArch();
@@ -238,6 +243,7 @@ function wireMatrix() {
   $("lang").addEventListener("click", () => {
     toggleLanguage();
     if (S.info) renderInfo(S.info, useExample);
+    timeline.relabel();
     if (S.data) {
       setupSelectors(); render();
       $("warning").textContent = warningText(S.data.warnings, S.info);
@@ -251,8 +257,10 @@ function useExample(example) { $("text").value = example; $("target").value = ""
 async function start() {
   applyLanguage();
   wireControls(); wireMatrix();
+  wirePostedit(S, prefix => translate(null, prefix));
   try { S.info = await api("/api/info"); } catch (e) { showError(e.message); return; }
   renderInfo(S.info, useExample);
+  timeline.start();
   const restore = readUrl();
   $("beam").value = String(restore.beam || S.info.decode.beam);
   if (restore.text) {

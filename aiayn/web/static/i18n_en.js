@@ -20,6 +20,23 @@ export const TEXT_EN = {
   beam: "beam", translate: "Translate", translating: "translating…", computing: "computing…",
   "result.own": "The model's translation (beam search; score {score}):",
   "result.forced": "given target", "result.forced_long": "Maps of the given target (teacher forcing):",
+  "postedit.hint":
+    "Click a token of the translation to see the model's other choices there; pick one to " +
+    "re-translate the rest after it.",
+  "postedit.token": "{token}: show the alternatives",
+  "postedit.title":
+    "Position {n} (now “{token}”): the model's likeliest tokens, p(token | source, the translation " +
+    "before it)",
+  "postedit.pick": "keep the translation up to here as “{prefix}” and re-translate the rest",
+  "postedit.not_exact": "its text would be written with other pieces, so it cannot start a translation as it is",
+  "postedit.end": "ends the translation here (pick the text before it instead)",
+  "postedit.prefix": "The translation starts with:", "postedit.clear": "clear",
+  "timeline.title": "Attention as it learned",
+  "timeline.explain":
+    "The maps this model's training run kept at its validations, for a few fixed dev sentences with " +
+    "their reference translations: move the slider to see the cross-attention become an alignment.",
+  "timeline.sentence": "sentence", "timeline.slider": "training step",
+  "timeline.step": "step {step} ({n} of {of} validations)",
   "result.probs": "probability of each output token:",
   "nbest.title": "Other candidates of the beam (click one to see its maps)",
   "download.png": "download PNG", "download.json": "download JSON",
