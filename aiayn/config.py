@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from aiayn.data import multi30k
+from aiayn.data.corpora import check_data_files
 from aiayn.data.tokenizer import BYTE_FALLBACK_MIN_VOCAB
 from aiayn.errors import ConfigError
 from aiayn.model.build import FieldError, ModelConfig, above, at_least, between, check_fields, fraction
@@ -32,6 +33,13 @@ class DataConfig:
         src_lang: source language code (multi30k: en, de, fr or cs).
         tgt_lang: target language code.
         data_dir: multi30k: local directory (else $AIAYN_MULTI30K_DIR, else download to cache).
+        train: dataset files: training pairs in one TSV file (source<TAB>target a line, .gz allowed), in
+            place of train_src and train_tgt.
+        valid: dataset files: validation pairs in one TSV file, in place of valid_src and valid_tgt.
+        corpora: dataset files: several training corpora in place of train / train_src / train_tgt, each
+            {src, tgt} or {tsv}, with an optional weight (> 0, default 1: its pairs per epoch as a multiple of
+            its size) and tag (put before each of its source sentences, one piece of the vocabulary); see
+            aiayn/data/corpora.py and the training guide.
         train_src: dataset files: training source file (plain text or .gz, one sentence a line).
         train_tgt: dataset files: training target file, aligned with train_src.
         valid_src: dataset files: validation source file.
@@ -59,6 +67,9 @@ class DataConfig:
     src_lang: str = "en"
     tgt_lang: str = "de"
     data_dir: str = ""
+    train: str = ""
+    valid: str = ""
+    corpora: list = field(default_factory=list)
     train_src: str = ""
     train_tgt: str = ""
     valid_src: str = ""
@@ -375,11 +386,7 @@ def _check_data(cfg: ExperimentConfig) -> None:
     if data.dataset not in ("synthetic", "coreference", "multi30k", "files"):
         raise FieldError("data.dataset", f"data.dataset={data.dataset!r} must be synthetic, coreference, multi30k "
                          f"or files")
-    if data.dataset == "files":
-        missing = [f"data.{k}" for k in ("train_src", "train_tgt", "valid_src", "valid_tgt") if not getattr(data, k)]
-        if missing:
-            raise FieldError("data.dataset", f"data.dataset=files needs data.train_src, data.train_tgt, "
-                             f"data.valid_src and data.valid_tgt (missing: {', '.join(missing)})")
+    check_data_files(data)  # data.corpora, data.train / data.valid (TSV), or the aligned files
     if data.dataset == "multi30k":
         for name, value, allowed in (("src_lang", data.src_lang, multi30k.LANGS),
                                      ("tgt_lang", data.tgt_lang, multi30k.LANGS),

@@ -184,8 +184,10 @@ def _source_lines(data, split: str):
     """Source sentences of a split, by line for corpus files (so the numbers are the file's lines)."""
     from aiayn.data.datasets import iter_pairs
 
-    if data.dataset == "files":
-        return (text for _, text in T.raw_lines(data.train_src if split == "train" else data.valid_src))
+    path = data.train_src if split == "train" else data.valid_src
+    if data.dataset == "files" and path and Path(path).is_file():  # else TSV, data.corpora, or a pipe or device
+        # (read as pairs, which says what is wrong with the last)
+        return (text for _, text in T.raw_lines(path))
     if data.dataset == "multi30k":
         from aiayn.data import multi30k
 

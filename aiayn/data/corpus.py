@@ -145,3 +145,25 @@ def _check_aligned(src_path: Path, tgt_path: Path, common: int, src_rest: int, t
         raise CorpusError(f"{src_path} has {common + src_rest} lines but {tgt_path} has {common + tgt_rest}; "
                           f"the files must be aligned line by line (line {common + 1} is the first without "
                           f"a partner)")
+
+
+def iter_tsv(path: str | Path):
+    """(source, target) pairs of a tab-separated file, source<TAB>target on each line (.gz allowed); a line
+    without exactly one tab is an error naming the file and line. Blank pairs are dropped and counted."""
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"{path}: file not found; check the path")
+    total = kept = 0
+    with _open(path) as f:
+        for total, line in enumerate(_iter_lines(f, path), 1):
+            if line.count("\t") != 1:
+                raise CorpusError(f"{path}:{total}: expected source<TAB>target (exactly one tab), found "
+                                  f"{line.count(chr(9))} tabs; a TSV corpus has one sentence pair a line")
+            src, tgt = (side.strip() for side in line.split("\t"))
+            if src and tgt:
+                kept += 1
+                yield src, tgt
+    if kept < total:
+        log.warning("%s: dropped %d blank pair(s) of %d", path, total - kept, total)
+    if not kept:
+        raise CorpusError(f"{path}: no non-blank sentence pairs; a TSV corpus has source<TAB>target a line")

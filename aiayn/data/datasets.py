@@ -5,7 +5,8 @@ import logging
 from aiayn.data import multi30k
 from aiayn.data.batching import Example
 from aiayn.data.coreference import coreference_task
-from aiayn.data.corpus import iter_parallel
+from aiayn.data.corpora import train_pairs
+from aiayn.data.corpus import iter_parallel, iter_tsv
 from aiayn.data.synthetic import number_task
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError
@@ -30,10 +31,15 @@ def iter_pairs(data, split: str):
     if data.dataset == "multi30k":
         name = data.valid_split if split == "valid" else split
         return iter_parallel(*multi30k.pair_paths(name, data.src_lang, data.tgt_lang, data.data_dir or None))
+    if split == "train" and data.corpora:
+        return train_pairs(data)
+    tsv = data.train if split == "train" else data.valid  # one TSV file in place of two aligned ones
+    if tsv:
+        return iter_tsv(tsv)
     src, tgt = (data.train_src, data.train_tgt) if split == "train" else (data.valid_src, data.valid_tgt)
     if not (src and tgt):  # load_config checks this too; a config built in code may not have been
-        raise ConfigError(f"data.dataset=files has no {split} files configured: set data.{split}_src and "
-                          f"data.{split}_tgt")
+        raise ConfigError(f"data.dataset=files has no {split} files configured: set data.{split} (TSV) or "
+                          f"data.{split}_src and data.{split}_tgt")
     return iter_parallel(src, tgt)
 
 

@@ -25,7 +25,9 @@ def data_fingerprint(train_pairs, valid_pairs) -> str:
 def data_files(data) -> list[Path]:
     """The training and validation files of a data config ([] for the synthetic task, which has none)."""
     if data.dataset == "files":
-        return [Path(p) for p in (data.train_src, data.train_tgt, data.valid_src, data.valid_tgt)]
+        from aiayn.data.corpora import data_files as files_of
+
+        return files_of(data)
     if data.dataset == "multi30k":
         from aiayn.data import multi30k
 

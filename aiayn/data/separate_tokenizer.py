@@ -116,12 +116,13 @@ class SeparateTokenizer:
 
     @classmethod
     def train(cls, source: list[str], target: list[str], vocab_size: int, byte_fallback: bool,
-              lowercase: bool = False) -> "SeparateTokenizer":
+              lowercase: bool = False, user_defined_symbols: tuple[str, ...] = ()) -> "SeparateTokenizer":
         """A BPE model of vocab_size pieces for each side, trained on that side's sentences only (lowercase: both
-        fold case, see train_spm)."""
+        fold case, see train_spm; user_defined_symbols: source pieces kept whole, such as corpus tags)."""
 
-        models = [train_spm(sentences, vocab_size, byte_fallback, bos=False, lowercase=lowercase)
-                  for sentences in (source, target)]
+        models = [train_spm(sentences, vocab_size, byte_fallback, bos=False, lowercase=lowercase,
+                            user_defined_symbols=symbols)
+                  for sentences, symbols in ((source, user_defined_symbols), (target, ()))]
         tables = [_own_table(model) for model in models]
         tok = cls(source_model=models[0], target_model=models[1], vocab=tables[0], target_vocab=tables[1])
         log.info("trained separate BPE vocabularies: %d source and %d target pieces", tok.src_vocab_size,

@@ -40,10 +40,11 @@ class Tokenizer:
 
     @classmethod
     def train(cls, sentences: list[str], vocab_size: int, seed: int = 1, byte_fallback: bool = False,
-              lowercase: bool = False) -> "Tokenizer":
-        """BPE over the given sentences (both languages of the training split). byte_fallback, lowercase: see
-        train_spm."""
-        tok = cls(train_spm(sentences, vocab_size, byte_fallback, lowercase=lowercase))
+              lowercase: bool = False, user_defined_symbols: tuple[str, ...] = ()) -> "Tokenizer":
+        """BPE over the given sentences (both languages of the training split). byte_fallback, lowercase,
+        user_defined_symbols (pieces kept whole, such as corpus tags): see train_spm."""
+        tok = cls(train_spm(sentences, vocab_size, byte_fallback, lowercase=lowercase,
+                            user_defined_symbols=user_defined_symbols))
         log.info("trained a joint BPE vocabulary of %d pieces", tok.vocab_size)
         return tok
 

@@ -4,11 +4,14 @@ own language (aiayn/web/static/i18n.js), the command line in English (`in_words`
 - mostly_unknown: more than BYTE_SHARE of the source's pieces are <unk> or byte pieces: a script or
   language the model never saw (its output is then a guess, often a loop to the length limit);
 - unk: some pieces are <unk> (characters the tokenizer cannot write);
+- unknown_tag: a tag-like word (>>xx<<) that is not a piece of the model's vocabulary: the model was trained
+  with no such tag (data.corpora's tags), so it steers nothing; the sentence is translated all the same;
 - target_language: the text has more of the target language's common words than the source's;
 - source_cut: the source was longer than the model's positions and only its beginning was translated;
 - stopped_at_limit: the output reached its length limit without </s>.
 """
 
+from aiayn.data.corpora import unknown_tags
 from aiayn.inspect.language import looks_like
 
 BYTE_SHARE = 0.5  # a source more than half unknown or byte pieces gets the "mostly unknown" warning
@@ -27,6 +30,9 @@ def input_warnings(tokenizer, source_tokens: list[str], text: str, *, stopped: b
         found.append({"code": "mostly_unknown", "n": unknown + byte, "of": len(pieces)})
     elif unknown:
         found.append({"code": "unk", "n": unknown, "unk": unk})
+    tags = unknown_tags(text, lambda tag: tokenizer.source_piece_to_id(tag) != tokenizer.unk_id)
+    if tags:
+        found.append({"code": "unknown_tag", "tags": tags})
     language = looks_like(text, *langs)
     if language:
         found.append({"code": "target_language", "lang": language})
@@ -45,6 +51,9 @@ def in_words(warning: dict) -> str:
                 f"this script or language, and its output is a guess")
     if code == "unk":
         return f"{warning['n']} piece(s) the model cannot read ({warning['unk']})"
+    if code == "unknown_tag":
+        return (f"{', '.join(warning['tags'])}: not a tag of this model (it was trained with no such tag), so it "
+                f"steers nothing")
     if code == "target_language":
         return f"it looks written in the model's target language ({warning['lang']}), not its source language"
     if code == "source_cut":

@@ -7,8 +7,10 @@ job would otherwise keep a lone process waiting, silently, for torch's 30 minute
 that keep torch's own timeout (rank 0 alone computes dev BLEU while the others wait for it).
 """
 
+import contextlib
 import logging
 import os
+import re
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,6 +28,14 @@ NOTICE_AFTER_S = 2.0  # a rendezvous still waiting after this long says what it 
 
 class DistributedSetupError(AiaynError):
     """Environment variables that do not describe a torchrun launch, or processes that never met."""
+
+
+class LostPeerError(AiaynError):
+    """Another process of the job (another machine's, or this one's) stopped in the middle of training."""
+
+
+# how gloo and NCCL word a peer that is gone: a closed or reset connection, a broken pipe, a timeout
+_PEER_GONE = re.compile(r"connection (reset|closed|refused)|broken pipe|timed out|timeout|peer|nccl|gloo", re.I)
 
 
 @dataclass
@@ -130,11 +140,33 @@ def init_distributed(device: torch.device) -> DistInfo:
     return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
+def _peer_reason(err: BaseException) -> str:
+    """The gist of a collective's error: its first sentence, without the source-file prefix torch adds."""
+    text = re.sub(r"^\[[^\]]*\]\s*", "", str(err).strip().splitlines()[0] if str(err).strip() else "")
+    return text.split(". ")[0].rstrip(".") or type(err).__name__
+
+
+@contextlib.contextmanager
+def peer_failures(info: DistInfo):
+    """A collective that fails because another process of the job is gone (its machine stopped, it was
+    killed) ends in one LostPeerError line instead of a traceback; other errors pass unchanged."""
+    try:
+        yield
+    except (RuntimeError, dist.DistError) as err:
+        if not info.enabled or not _PEER_GONE.search(str(err)):
+            raise
+        raise LostPeerError(
+            f"rank {info.rank} of {info.world_size}: another process of this torchrun job stopped "
+            f"({_peer_reason(err)}); start every node again with the same command to resume from the last "
+            f"checkpoint") from None
+
+
 def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
     if not info.enabled:
         return values
     t = torch.tensor(values, dtype=torch.float64)
-    dist.all_reduce(t)
+    with peer_failures(info):
+        dist.all_reduce(t)
     return t.tolist()
 
 
@@ -142,13 +174,15 @@ def broadcast_value(value: float, info: DistInfo) -> float:
     if not info.enabled:
         return value
     t = torch.tensor([value], dtype=torch.float64)
-    dist.broadcast(t, src=0)
+    with peer_failures(info):
+        dist.broadcast(t, src=0)
     return float(t.item())
 
 
 def barrier(info: DistInfo) -> None:
     if info.enabled:
-        dist.barrier()
+        with peer_failures(info):
+            dist.barrier()
 
 
 def shutdown(info: DistInfo) -> None:

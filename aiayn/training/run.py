@@ -19,6 +19,7 @@ import torch
 from aiayn.checkpoint import load_checkpoint, resolve_model_dir
 from aiayn.config import ExperimentConfig, config_yaml, inherit_model, parse_yaml, to_dict
 from aiayn.data.audit import warn_held_out_in_training
+from aiayn.data.corpora import corpus_tags, encoded_mixture
 from aiayn.data.datasets import iter_pairs, to_examples
 from aiayn.data.encoded import EncodedCorpus, encoded_corpus
 from aiayn.data.fingerprint import data_fingerprint, files_fingerprint
@@ -42,7 +43,7 @@ TOKENIZER_SAMPLE_PAIRS = 1_000_000  # SentencePiece learns the vocabulary from a
 RESUMABLE = {"train.max_steps", "train.max_epochs", "train.max_minutes", "train.eval_every", "train.bleu_every",
              "train.bleu_sentences", "train.save_every", "train.keep_last", "train.average_last", "train.patience",
              "train.log_every", "train.tensorboard", "train.num_threads", "train.micro_batch_workers", "data.data_dir",
-             "data.train_src", "data.train_tgt", "data.valid_src", "data.valid_tgt"}
+             "data.train_src", "data.train_tgt", "data.valid_src", "data.valid_tgt", "data.train", "data.valid"}
 
 
 class RunMismatchError(AiaynError):
@@ -158,11 +159,12 @@ def _train_tokenizer(data, pairs: list) -> dict[str, bytes]:
     """The files of a new tokenizer: data.joint_vocab, one SentencePiece model over both sides (aiayn's
     tokenizer.model), else one per side in the separate-tokenizer format (source.spm, target.spm, vocab.json,
     target_vocab.json, tokenizer_config.json)."""
+    tags = tuple(corpus_tags(data))  # data.corpora's tags: one piece each
     if data.joint_vocab:
-        return Tokenizer.train([s for pair in pairs for s in pair], data.vocab_size,
-                               byte_fallback=data.byte_fallback, lowercase=data.lowercase).files()
+        return Tokenizer.train([s for pair in pairs for s in pair], data.vocab_size, byte_fallback=data.byte_fallback,
+                               lowercase=data.lowercase, user_defined_symbols=tags).files()
     return SeparateTokenizer.train([p[0] for p in pairs], [p[1] for p in pairs], data.vocab_size,
-                                   data.byte_fallback, lowercase=data.lowercase).files()
+                                   data.byte_fallback, lowercase=data.lowercase, user_defined_symbols=tags).files()
 
 
 def _tokenizer(cfg, out: Path, train_pairs, dist: D.DistInfo, files: dict[str, bytes] | None = None):
@@ -242,7 +244,7 @@ def _write_marker(out: Path, fingerprint: str, files_sha256: str | None, init: I
 
 def _valid_source(data) -> str:
     if data.dataset == "files":
-        return f"{data.valid_src} / {data.valid_tgt}"
+        return data.valid or f"{data.valid_src} / {data.valid_tgt}"
     return f"{data.dataset} {data.valid_split}" if data.dataset == "multi30k" else data.dataset
 
 
@@ -268,6 +270,18 @@ def _run_tokenizer(cfg, out: Path, dist: D.DistInfo, init: InitModel | None):
     cfg.model.src_vocab_size, cfg.model.tgt_vocab_size = tokenizer.src_vocab_size, tokenizer.tgt_vocab_size
     cfg.model.pad_id = tokenizer.pad_id
     return tokenizer
+
+
+def _training_corpus(data, tokenizer, fingerprint: str, cache: Path, dist: D.DistInfo):
+    """The encoded training pairs (memory-mapped): data.corpora's each on its own, weighted (aiayn.data.corpora),
+    else all in one."""
+    def barrier():
+        D.barrier(dist)
+
+    if data.corpora:
+        return encoded_mixture(data, tokenizer, fingerprint, cache, dist.is_main, barrier)
+    return encoded_corpus(lambda: iter_pairs(data, "train"), tokenizer, data.max_len, fingerprint, cache,
+                          dist.is_main, barrier, locked=True)
 
 
 def _new_model(cfg, init: InitModel | None):
@@ -320,8 +334,7 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
         _write_marker(out, fingerprint, files_sha256, init)
     tokenizer = _run_tokenizer(cfg, out, dist, init)
     check_same_run(out, cfg, fingerprint)
-    train = encoded_corpus(lambda: iter_pairs(cfg.data, "train"), tokenizer, cfg.data.max_len, fingerprint,
-                           out / "encoded", dist.is_main, lambda: D.barrier(dist), locked=True)
+    train = _training_corpus(cfg.data, tokenizer, fingerprint, out / "encoded", dist)
     if not len(train):
         raise AiaynError(f"training data: every pair is longer than data.max_len={cfg.data.max_len} subword "
                          f"tokens, so nothing is left to train on; raise data.max_len")

@@ -25,6 +25,7 @@ from aiayn.checkpoint import (
     step_checkpoints,
 )
 from aiayn.data.batching import collate, make_batches
+from aiayn.data.corpora import epoch_batches
 from aiayn.data.tokenizer import TOKENIZER_FILES
 from aiayn.device import bf16_is_fast, release_free_heap
 from aiayn.io import write_text_atomic
@@ -33,10 +34,10 @@ from aiayn.training import distributed as D
 from aiayn.training.adam import Adam
 from aiayn.training.loss import TrainingObjective
 from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, micro_batch_seed, split_batch
+from aiayn.training.progress import Progress, rng_states, set_rng_states, trim_metrics
 from aiayn.training.progress_bar import TrainingBar
 from aiayn.training.run_files import append_line, average_last, interrupted, prune_checkpoints
 from aiayn.training.schedule import lr_scheduler
-from aiayn.training.progress import Progress, rng_states, set_rng_states, trim_metrics
 
 log = logging.getLogger(__name__)
 FIT_MARGIN = 0.99  # train.fit_steps_to_time plans for 99% of the time left: the pace varies a little
@@ -377,7 +378,7 @@ class Trainer:
         p = self.progress
         while p.epoch < self.tc.max_epochs:
             if self._batches_epoch != p.epoch:
-                self._batches = make_batches(self.train_examples, self.tc.max_tokens, self.tc.seed, p.epoch)
+                self._batches = epoch_batches(self.train_examples, self.tc.max_tokens, self.tc.seed, p.epoch)
                 self._batches_epoch = p.epoch
             group = self._group()
             if group is not None:
@@ -435,7 +436,8 @@ class Trainer:
                     self.stop_reason = f"reached train.max_epochs={tc.max_epochs}"
                     break
                 self._step_rng = rng_states()  # what a resume from this step boundary restores
-                loss, nll, tokens = self.train_step(group)
+                with D.peer_failures(self.dist):  # DDP's gradient all-reduce: a node gone is one line
+                    loss, nll, tokens = self.train_step(group)
                 with self._update_unit():  # the update and its log row: both or neither
                     self._apply_update(len(group))
                     window["loss"] += loss
