@@ -59,3 +59,30 @@ def test_site_builds_strict_and_offline(tmp_path):
     assert (site / "ko" / "learn" / "01-seq2seq" / "index.html").exists()
     fetched = [p for p in pages if REMOTE.search(p.read_text(encoding="utf-8"))]
     assert not fetched, f"pages that load a remote script, stylesheet, font or image: {fetched[:5]}"
+
+
+README = DOCS.parent / "README.md"
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_readme_is_a_map_whose_links_resolve():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    missing = [link for link in LINK.findall(text)
+               if "://" not in link and not (README.parent / link).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
+
+
+@pytest.mark.slow
+def test_readme_python_runs_on_the_demo_model(tmp_path, monkeypatch):
+    """The README's Python block, as written, on a model that `aiayn demo --out runs/demo` made (here a
+    short run of the same command)."""
+    from aiayn.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--out", "runs/demo", "--set", "train.max_steps=20", "--set", "train.save_every=10",
+                 "--set", "train.eval_every=10"]) == 0
+    blocks = FENCE.findall(README.read_text(encoding="utf-8"))
+    assert blocks
+    for code in blocks:
+        exec(compile(code, "<README>", "exec"), {"__name__": "__readme__"})
