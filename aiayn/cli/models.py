@@ -1,5 +1,5 @@
 """The commands that make model directories from others: average (checkpoint weights), export (to
-CTranslate2) and import-hf (a Hugging Face Marian model). Wiring only."""
+CTranslate2), import-hf (a Hugging Face Marian model) and export-hf (to one). Wiring only."""
 
 from pathlib import Path
 
@@ -22,6 +22,11 @@ def add_parsers(sub) -> None:
                    "online, a hub name such as Helsinki-NLP/opus-mt-de-en")
     p.add_argument("--out", required=True, help="new or empty directory for the aiayn checkpoint")
     p.add_argument("--force", action="store_true", help="replace an earlier import at --out (default: refuse)")
+
+    p = sub.add_parser("export-hf", help="write a Transformer as a Hugging Face Marian model (needs aiayn[hf])")
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--out", required=True, help="new or empty directory for the MarianMTModel and MarianTokenizer")
+    p.add_argument("--force", action="store_true", help="replace an earlier export-hf at --out (default: refuse)")
 
 
 def cmd_average(args) -> int:
@@ -49,4 +54,15 @@ def cmd_import_hf(args) -> int:
     return 0
 
 
-COMMANDS = {"average": cmd_average, "export": cmd_export, "import-hf": cmd_import_hf}
+def cmd_export_hf(args) -> int:
+    from aiayn.interop.marian_export import export_marian
+
+    out, notes = export_marian(args.model, Path(args.out), force=args.force)
+    for note in notes:
+        print(f"note: {note}")
+    print(f"wrote {out}: a Hugging Face Marian model; load it with MarianMTModel.from_pretrained and "
+          f"MarianTokenizer.from_pretrained")
+    return 0
+
+
+COMMANDS = {"average": cmd_average, "export": cmd_export, "import-hf": cmd_import_hf, "export-hf": cmd_export_hf}

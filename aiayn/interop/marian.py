@@ -16,7 +16,9 @@ three differences, each mapped exactly:
   then an ordinary aiayn Transformer with the paper's positions, and everything that reads one
   (training, export to CTranslate2, inspection, old checkpoints) needs no new case.
 The decoder starts from <pad> (decoder_start_token_id): the tokenizer's bos_id is the pad id, which
-decoding never outputs. Beam search of an imported model uses transformers' length penalty (|Y|^alpha,
+decoding never outputs. A directory that `aiayn export-hf` wrote from a joint vocabulary starts from <s>
+instead, and is imported with aiayn's joint tokenizer (aiayn.interop.marian_vocab.load_tokenizer).
+Beam search of an imported model uses transformers' length penalty (|Y|^alpha,
 decode.length_penalty_form: hf) with the model's num_beams and length_penalty (transformers' defaults 1
 and 1.0 where the model sets none), so `aiayn translate` gives what generate() gives (early_stopping=False;
 aiayn's length limit is a * |source| + b, not generate's max_length, and it forces no </s> at the limit).
@@ -32,7 +34,7 @@ import torch
 
 from aiayn.checkpoint import check_finite
 from aiayn.errors import AiaynError
-from aiayn.interop.marian_vocab import UnsupportedModel, load_marian_tokenizer, read_json
+from aiayn.interop.marian_vocab import UnsupportedModel, load_tokenizer, read_json
 from aiayn.model import ModelConfig, build_model
 from aiayn.model.build import FieldError
 from aiayn.model.embedding import sinusoid_table
@@ -92,9 +94,6 @@ def check_config(path: Path, hf) -> None:
     if hf.d_model % hf.encoder_attention_heads or hf.d_model % 2:
         raise UnsupportedModel(f"{where}: d_model={hf.d_model} must be even and divisible by "
                                f"encoder_attention_heads={hf.encoder_attention_heads}")
-    if hf.decoder_start_token_id != hf.pad_token_id:
-        raise UnsupportedModel(f"{where}: decoder_start_token_id={hf.decoder_start_token_id} differs from "
-                               f"pad_token_id={hf.pad_token_id}; aiayn starts Marian decoders from <pad>")
     if hf.share_encoder_decoder_embeddings and not hf.tie_word_embeddings:
         raise UnsupportedModel(f"{where}: tie_word_embeddings=false with share_encoder_decoder_embeddings=true; "
                                f"aiayn ties the output projection whenever source and target embeddings are shared")
@@ -246,6 +245,8 @@ def experiment_config(path: Path, model_cfg: ModelConfig, generation):
         cfg.decode.beam = generation.num_beams
     if isinstance(generation.length_penalty, (int, float)) and 0 <= generation.length_penalty <= 10:
         cfg.decode.length_penalty = float(generation.length_penalty)
+    if isinstance(generation.early_stopping, bool):  # "never" (transformers' strictest search) has no aiayn form
+        cfg.decode.early_stopping = generation.early_stopping
     languages = read_json(path / "tokenizer_config.json", {})
     for field, key in (("src_lang", "source_lang"), ("tgt_lang", "target_lang")):  # e.g. "de", "en"
         if isinstance(languages.get(key), str) and languages[key]:
@@ -259,7 +260,7 @@ def marian_to_aiayn(path: Path):
     hf, hf_model = _load_hf(path)
     weights = next((path / n for n in ("model.safetensors", "pytorch_model.bin") if (path / n).is_file()), path)
     check_finite(hf_model.state_dict(), weights)  # NaN or inf would be imported and translate to one word
-    tokenizer = load_marian_tokenizer(path, hf)
+    tokenizer = load_tokenizer(path, hf)
     model_cfg = model_config(hf, output_bias=bool(hf_model.final_logits_bias.any()))
     model = build_model(model_cfg).eval()
     _check_positions(path, hf_model, hidden_permutation(model_cfg.d_model))

@@ -80,3 +80,40 @@ def _check_ids(tok: SeparateTokenizer, hf_config, path: Path) -> None:
         if model_value != tokenizer_value:
             raise UnsupportedModel(f"{path}/config.json: {field}={model_value!r} but the tokenizer has "
                                    f"{tokenizer_value} ({what}); the model and tokenizer files do not belong together")
+
+
+def load_tokenizer(path: Path, hf_config):
+    """The tokenizer of a Marian directory: MarianTokenizer's files as a SeparateTokenizer when the decoder
+    starts from <pad> (Marian's way); aiayn's joint tokenizer when it starts from another token and the
+    files are what `aiayn export-hf` writes for one (joint_tokenizer); anything else is refused."""
+    if hf_config.decoder_start_token_id == hf_config.pad_token_id:
+        return load_marian_tokenizer(path, hf_config)
+    joint = joint_tokenizer(path, hf_config)
+    if joint is None:
+        raise UnsupportedModel(f"{path}/config.json: decoder_start_token_id={hf_config.decoder_start_token_id} "
+                               f"differs from pad_token_id={hf_config.pad_token_id}; aiayn starts Marian decoders "
+                               f"from <pad>, or from <s> of one joint SentencePiece vocabulary (as export-hf writes)")
+    return joint
+
+
+def joint_tokenizer(path: Path, hf_config):
+    """aiayn's joint Tokenizer when source.spm and target.spm are one SentencePiece model, vocab.json numbers
+    its pieces as SentencePiece does, and the model's start, pad and </s> ids are the SentencePiece model's
+    <s>, <pad> and </s>; else None."""
+    from aiayn.data.tokenizer import Tokenizer
+
+    config = read_json(path / "tokenizer_config.json", {})
+    source = _spm_bytes(path / "source.spm")
+    if config.get("separate_vocabs") or source != _spm_bytes(path / "target.spm"):
+        return None
+    try:
+        tok = Tokenizer(source)
+    except RuntimeError:
+        return None
+    pieces = {tok.sp.id_to_piece(i): i for i in range(tok.vocab_size)}
+    ids = (hf_config.decoder_start_token_id, hf_config.pad_token_id, hf_config.eos_token_id)
+    same_sizes = hf_config.vocab_size == tok.vocab_size == (
+        hf_config.vocab_size if hf_config.share_encoder_decoder_embeddings else hf_config.decoder_vocab_size)
+    if read_json(path / "vocab.json") != pieces or ids != (tok.bos_id, tok.pad_id, tok.eos_id) or not same_sizes:
+        return None
+    return tok
