@@ -191,11 +191,10 @@ def check_constraints(constraints, n_sentences: int) -> None:
 
 
 def encode_constraints(tokenizer, constraints: list[list[str]], numbers: list[int], prefixes: list[list[int]],
-                       max_output_len: int) -> list[list[list[int]]]:
+                       max_output_len: int, *, unwritable) -> list[list[list[int]]]:
     """Target ids of each sentence's constraints (sentence `numbers`, from 1, for messages), each checked to
-    be writable (as target prefixes are), all of them with the prefix checked to fit the output."""
-    from aiayn.decoding.translator import unwritable
-
+    be writable (as target prefixes are; unwritable(tokenizer, text): the characters it cannot write), all
+    of them with the prefix checked to fit the output."""
     out = []
     for number, phrases, prefix in zip(numbers, constraints, prefixes):
         ids = tokenizer.encode_target(list(phrases)) if phrases else []

@@ -313,7 +313,7 @@ class Translator:
         if constraints is None or not any(constraints[i] for i in filled):
             return None
         return encode_constraints(self.tokenizer, [constraints[i] for i in filled], [i + 1 for i in filled],
-                                  prefixes, max_output_len)
+                                  prefixes, max_output_len, unwritable=unwritable)
 
     def _search(self, options: DecodeOptions, sources: list[list[int]], prefixes: list[list[int]],
                 constraints: list[list[list[int]]] | None = None) -> list:
