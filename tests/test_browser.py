@@ -16,6 +16,7 @@ import pytest
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("AIAYN_ARTIFACTS", Path(__file__).resolve().parents[1] / "runs" / "test-artifacts"))
 FIRST, SECOND = "seven hundred", "forty five thousand"  # no word in common
+pytestmark = pytest.mark.slow  # a browser and a server per test
 
 if not Path(CHROMIUM).exists() and not os.environ.get("AIAYN_REQUIRE_BROWSER"):
     pytest.skip("no Chromium here (apt-get install chromium); CI installs it", allow_module_level=True)

@@ -22,9 +22,14 @@ from aiayn.errors import AiaynError
 
 # Skipped only where no C++ compiler is installed and AIAYN_REQUIRE_COMPILER is unset (.ci/run installs g++),
 # or where torch is older than --compile needs (the Makefile installs 2.13).
-needs_compiler = pytest.mark.skipif(
+_skip_without_compiler = pytest.mark.skipif(
     not (compiler_present() and torch_supports_compile()) and not os.environ.get("AIAYN_REQUIRE_COMPILER"),
     reason="--compile needs a C++ compiler (apt-get install g++) and torch >= 2.13")
+
+
+def needs_compiler(test):
+    """A test that compiles (tens of seconds each): skipped without a compiler, and in the slow tier."""
+    return pytest.mark.slow(_skip_without_compiler(test))
 SENTENCES = ["forty five", "three hundred twenty one", "nine", "", "seven hundred", "twelve", "eighty eight"]
 
 
