@@ -1,0 +1,170 @@
+"""How well the translation diagnostics (aiayn.inspect.diagnostics) find broken outputs, measured.
+
+    python bench/diagnostics.py MODEL --data-dir ../shared/data/multi30k [--pair de-en] [--limit N]
+
+1. Thresholds on Multi30k val: the model's own outputs (clean), each continuous signal's 1% tail (the 1st
+   percentile of log_prob, the 99th of eos_attention, uncovered_share, source_copy, repeat_run, both 0.5%
+   tails of length_ratio). These are the defaults in aiayn/inspect/diagnostic_thresholds.py.
+2. On test_2016_flickr, with those thresholds: the clean outputs (negatives, and the false-flag rate), and
+   injected pathologies (positives):
+   - hallucination: the source perturbed as in Lee et al. 2019 (one rare source piece put at its start) and
+     translated; the output counts as hallucinated when its chrF against the unperturbed output is below
+     HALLUCINATION_CHRF (perturbed outputs that stay close are left out);
+   - cut short: the clean output's first half (outputs of 4 words or more);
+   - repetition: an n-gram (1-3 words) of the clean output written three times in a row in its place;
+   - copy: the source itself as the output.
+   Injected outputs are judged by teacher forcing (aiayn.inspect.diagnostics.forced_evidence).
+Prints each signal's AUROC per pathology (aiayn.inspect.roc), the share of each pathology flagged, and the
+share of clean outputs flagged, as a Markdown table; --json writes everything.
+"""
+
+import argparse
+import json
+import random
+import time
+
+import numpy as np
+
+from aiayn.decoding.translator import Translator
+from aiayn.evaluation import corpus_bleu, load_test_set
+from aiayn.inspect.diagnostic_thresholds import Thresholds
+from aiayn.inspect.diagnostics import diagnose, forced_evidence, translate_diagnosed
+from aiayn.inspect.roc import auroc
+
+HALLUCINATION_CHRF = 30.0  # chrF of a perturbed source's output against the unperturbed one's, below: hallucinated
+N_RARE = 50  # the perturbing pieces: the source vocabulary's last N_RARE ordinary pieces (its rarest merges)
+TRIES = 2  # perturbations tried per sentence (a second rare word where the first left the output alone)
+SIGNALS = ("log_prob", "eos_attention", "uncovered_share", "repeat_run", "source_copy", "length_ratio")
+
+
+def suspicion(name: str, value: float, usual_ratio: float) -> float:
+    """A signal as a score where higher means more suspect (the length ratio: its distance, in log, from the
+    usual ratio on val)."""
+    if name == "log_prob":
+        return -value
+    if name == "length_ratio":
+        return abs(np.log(max(value, 1e-3) / usual_ratio))
+    return float(value)
+
+
+def values(diagnostics: list[dict], name: str) -> np.ndarray:
+    return np.array([d["signals"][name]["value"] for d in diagnostics], dtype=np.float64)
+
+
+def thresholds_on(val: list[dict]) -> Thresholds:
+    """Each signal's 1% tail on clean val outputs, rounded (see the module docstring)."""
+    q = {name: values(val, name) for name in SIGNALS}
+    low, high = np.percentile(q["length_ratio"], [0.5, 99.5])
+    return Thresholds(log_prob=round(float(np.percentile(q["log_prob"], 1)), 2),
+                      eos_attention=round(float(np.percentile(q["eos_attention"], 99)), 2),
+                      uncovered_share=round(float(np.percentile(q["uncovered_share"], 99)), 2),
+                      repeat_run=max(3, int(np.percentile(q["repeat_run"], 99)) + 1),  # a doubled word is
+                      # ordinary ("very very"): at least three in a row
+                      source_copy=round(float(np.percentile(q["source_copy"], 99)), 1),
+                      length_ratio_low=round(float(low), 2), length_ratio_high=round(float(high), 2))
+
+
+def rare_pieces(translator) -> list[str]:
+    tok = translator.tokenizer
+    pieces = tok.source_id_to_piece(list(range(tok.src_vocab_size)))
+    words = [p for p in pieces if p.startswith("▁") and len(p) > 2 and p[1:].isalpha()]
+    return [p[1:] for p in words[-N_RARE:]]
+
+
+def chrf(hyp: str, ref: str) -> float:
+    from sacrebleu.metrics import CHRF
+
+    return CHRF().sentence_score(hyp, [ref]).score
+
+
+def repeated(words: list[str], rng: random.Random) -> str:
+    n = rng.randint(1, min(3, len(words)))
+    start = rng.randint(0, len(words) - n)
+    gram = words[start: start + n]
+    return " ".join(words[:start] + gram * 3 + words[start + n:])
+
+
+def injected(translator, sources: list[str], clean, thresholds: Thresholds, seed: int) -> dict:
+    """Per pathology, the diagnostics of its injected outputs."""
+    rng, rare = random.Random(seed), rare_pieces(translator)
+    hallucinated, left = [], list(range(len(sources)))
+    for attempt in range(TRIES):  # Lee et al.: a rare word at the start; another where the first did nothing
+        perturbed = [f"{rare[(i + attempt * 17) % len(rare)]} {sources[i]}" for i in left]
+        outputs = translate_diagnosed(translator, perturbed, thresholds=thresholds)
+        found = [chrf(r.text, clean[i].text) < HALLUCINATION_CHRF for i, r in zip(left, outputs)]
+        hallucinated += [r.diagnostics for r, hit in zip(outputs, found) if hit]
+        left = [i for i, hit in zip(left, found) if not hit]
+
+    def forced(pairs):
+        return [diagnose(forced_evidence(translator, s, o), thresholds) for s, o in pairs]
+
+    outs = [(s, c.text.split()) for s, c in zip(sources, clean) if c.text.strip()]
+    return {"hallucination": hallucinated,
+            "cut short": forced([(s, " ".join(w[: len(w) // 2])) for s, w in outs if len(w) >= 4]),
+            "repetition": forced([(s, repeated(w, rng)) for s, w in outs]),
+            "copy": forced([(s, s) for s in sources])}
+
+
+def flagged_share(diagnostics: list[dict], flag: str | None = None) -> float:
+    hits = [bool(d["flags"]) if flag is None else flag in d["flags"] for d in diagnostics]
+    return float(np.mean(hits)) if hits else float("nan")
+
+
+def report(clean: list[dict], kinds: dict, usual_ratio: float) -> dict:
+    table = {}
+    for kind, positives in kinds.items():
+        row = {name: auroc([suspicion(name, v, usual_ratio) for v in values(positives, name)],
+                           [suspicion(name, v, usual_ratio) for v in values(clean, name)])
+               for name in SIGNALS} if positives else {}
+        row.update(n=len(positives), flagged=flagged_share(positives))
+        table[kind] = row
+    flags = sorted({s["flag"] for d in clean for s in d["signals"].values()})
+    false_flags = {flag: flagged_share(clean, flag) for flag in flags}
+    false_flags["any"] = flagged_share(clean)
+    return {"auroc": table, "false_flags": false_flags}
+
+
+def markdown(result: dict) -> str:
+    lines = ["| pathology | n | " + " | ".join(SIGNALS) + " | flagged |",
+             "|---|---:|" + "---:|" * (len(SIGNALS) + 1)]
+    for kind, row in result["auroc"].items():
+        cells = " | ".join(f"{row[name]:.3f}" if name in row else "-" for name in SIGNALS)
+        lines.append(f"| {kind} | {row['n']} | {cells} | {row['flagged']:.1%} |")
+    lines.append("")
+    lines.append("clean test outputs flagged: " + ", ".join(f"{k} {v:.1%}" for k, v in result["false_flags"].items()))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--data-dir")
+    ap.add_argument("--pair", default="de-en")
+    ap.add_argument("--limit", type=int, help="only the first N sentences of each split (a quick run)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="write the thresholds, BLEU and the table here")
+    args = ap.parse_args()
+    translator = Translator.from_pretrained(args.model)
+    val_src, _ = load_test_set(dataset="multi30k", pair=args.pair, split="val", data_dir=args.data_dir)
+    test_src, test_ref = load_test_set(dataset="multi30k", pair=args.pair, split="test_2016_flickr",
+                                       data_dir=args.data_dir)
+    val_src, test_src, test_ref = val_src[: args.limit], test_src[: args.limit], test_ref[: args.limit]
+    start = time.perf_counter()
+    val = [r.diagnostics for r in translate_diagnosed(translator, val_src)]
+    thresholds, usual_ratio = thresholds_on(val), float(np.median(values(val, "length_ratio")))
+    print(f"thresholds (val, {time.perf_counter() - start:.0f} s): {thresholds}", flush=True)
+    clean = translate_diagnosed(translator, test_src, thresholds=thresholds)
+    bleu = corpus_bleu([r.text for r in clean], test_ref).score
+    print(f"test BLEU {bleu:.2f} ({len(clean)} sentences, {time.perf_counter() - start:.0f} s)", flush=True)
+    result = report([r.diagnostics for r in clean], injected(translator, test_src, clean, thresholds, args.seed),
+                    usual_ratio)
+    result.update(bleu=bleu, thresholds=vars(thresholds), sentences=len(clean), usual_ratio=usual_ratio,
+                  seconds=round(time.perf_counter() - start))
+    print(markdown(result))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
