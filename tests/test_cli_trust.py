@@ -91,7 +91,7 @@ def test_translate_output_to_a_full_device(transformer_dir, tmp_path, capsys):
     code, output = run_cli(["translate", "--model", transformer_dir, "--input", source, "--output", "/dev/full"],
                            capsys)
     assert_user_error(code, output, "/dev/full: could not write it: no space left on the device")
-    assert output.count("\n") == 1
+    assert sum(" error: " in line for line in output.splitlines()) == 1  # (the untrained output's warnings aside)
 
 
 @pytest.mark.parametrize("suffix", [".png", ".html", ".npz", ".json", ".align"])

@@ -42,14 +42,15 @@ class Recording:
         self.real, self.fail, self.gate, self.calls = real, fail, threading.Event(), []
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
         self.engine, self.resolve, self.decode_cfg = real.engine, real.resolve, real.decode_cfg
+        self.max_positions = real.max_positions
         self.parallel_batches = real.parallel_batches
 
-    def translate(self, sentences, options, target_prefix=None):
+    def translate(self, sentences, options, target_prefix=None, **per_sentence):
         self.calls.append((list(sentences), options.beam))
         self.gate.wait(60)  # a failing test must not hang
         if self.fail:
             self.fail(sentences)
-        return self.real.translate(sentences, options, target_prefix=target_prefix)
+        return self.real.translate(sentences, options, target_prefix=target_prefix, **per_sentence)
 
 
 async def until(condition, what: str) -> None:

@@ -17,7 +17,7 @@ export function decoratePostedit(S) {
   document.querySelectorAll("#token-probs .tp").forEach((span, i) => {
     if (!editable) return;
     span.dataset.t = String(i);
-    span.tabIndex = 0;
+    span.tabIndex = i === 0 ? 0 : -1;  // one tab stop for the row; the arrow keys move along it
     span.setAttribute("role", "button");
     span.setAttribute("aria-label", t("postedit.token", {token: showPiece(S.data.target_tokens[i])}));
   });
@@ -60,6 +60,19 @@ function altItem(S, alt, position, pick) {
   return li;
 }
 
+// roving focus: the focused token holds the row's one tab stop
+function moveAlong(e) {
+  const span = e.target.closest("#token-probs .tp[data-t]");
+  if (!span) return;
+  const tokens = [...document.querySelectorAll("#token-probs .tp[data-t]")];
+  const next = tokens[Number(span.dataset.t) + (e.key === "ArrowRight" ? 1 : -1)];
+  if (!next) return;
+  e.preventDefault();
+  span.tabIndex = -1;
+  next.tabIndex = 0;
+  next.focus();
+}
+
 export function wirePostedit(S, pick) {
   const open = e => {
     const span = e.target.closest("#token-probs .tp[data-t]");
@@ -68,6 +81,7 @@ export function wirePostedit(S, pick) {
   $("token-probs").addEventListener("click", open);
   $("token-probs").addEventListener("keydown", e => {
     if (e.key === "Enter" || e.key === " ") { e.preventDefault(); open(e); }
+    if (e.key === "ArrowRight" || e.key === "ArrowLeft") moveAlong(e);
   });
   $("prefix-clear").addEventListener("click", () => pick(""));
 }
