@@ -187,6 +187,7 @@ export const TEXT_EN = {
     "(it was trained on {data}). Try an example.",
   "warn.target_language": "This looks like {lang}, the model's target language; the model translates from {src}.",
   "warn.source_cut": "The text was longer than the model's {limit} positions: only its beginning was translated.",
+  "warn.unknown_tag": "{tags}: not a tag of this model (it was trained with no such tag), so it steers nothing.",
   "warn.stopped_at_limit":
     "The translation stopped at the length limit before the model ended it (</s>): it may be cut off.",
   "warn.diag_log_prob":

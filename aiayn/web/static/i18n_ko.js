@@ -131,6 +131,7 @@ export const TEXT_KO = {
   "warn.mostly_unknown": "입력의 조각 {of}개 중 {n}개가 이 모델이 모르는 조각이나 바이트입니다. 이 모델은 이 글을 읽을 수 없습니다 ({data}로 학습). 예문을 써 보세요.",
   "warn.target_language": "입력이 모델의 타깃 언어인 {lang}로 보입니다. 이 모델은 {src}에서 번역합니다.",
   "warn.source_cut": "텍스트가 모델의 위치 {limit}개보다 길어서 앞부분만 번역했습니다.",
+  "warn.unknown_tag": "{tags}: 이 모델이 학습한 태그가 아닙니다. 번역 방향에 아무 영향이 없습니다.",
   "warn.stopped_at_limit": "모델이 문장을 끝내기(</s>) 전에 길이 제한에서 번역이 멈췄습니다. 잘린 번역일 수 있습니다.",
   "warn.diag_log_prob": "환각일 수 있습니다. 모델이 이 번역에 낮은 확률을 줍니다 (토큰당 평균 로그 확률 {value}, 기준 {threshold} 미만).",
   "warn.diag_eos_attention": "환각일 수 있습니다. 번역이 주로 원문의 끝(</s>)을 봅니다 (주의의 {value}, 기준 {threshold} 초과).",
