@@ -40,7 +40,7 @@ def draw_constraints(hyps: list[str], refs: list[str], writable, seed: int) -> l
 
 def _timed(translator, sources, options, constraints) -> tuple[float, list[str], list]:
     start = time.perf_counter()
-    results = translator.translate(sources, options, constraints=constraints)
+    results = translator.translate(sources, options=options, constraints=constraints)
     return len(sources) / (time.perf_counter() - start), [r.text for r in results], results
 
 

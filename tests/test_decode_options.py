@@ -23,7 +23,7 @@ def translator(transformer_dir):
 def test_translate_takes_one_positional_parameter():
     params = list(inspect.signature(Translator.translate).parameters.values())[1:]  # after self
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    assert [p.name for p in positional] == ["sentences", "options"]
+    assert [p.name for p in positional] == ["sentences"]
     with pytest.raises(FrozenInstanceError):
         DecodeOptions().beam = 3  # frozen: checked once, never changed after
 

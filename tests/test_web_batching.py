@@ -45,12 +45,12 @@ class Recording:
         self.max_positions = real.max_positions
         self.parallel_batches = real.parallel_batches
 
-    def translate(self, sentences, options, target_prefix=None, **per_sentence):
+    def translate(self, sentences, *, options, target_prefix=None, **per_sentence):
         self.calls.append((list(sentences), options.beam))
         self.gate.wait(60)  # a failing test must not hang
         if self.fail:
             self.fail(sentences)
-        return self.real.translate(sentences, options, target_prefix=target_prefix, **per_sentence)
+        return self.real.translate(sentences, options=options, target_prefix=target_prefix, **per_sentence)
 
 
 async def until(condition, what: str) -> None:

@@ -76,14 +76,14 @@ class Gated:
         self.parallel_batches, self.resolve, self.decode_cfg = real.parallel_batches, real.resolve, real.decode_cfg
         self.max_positions = real.max_positions
 
-    def translate(self, sentences, options, target_prefix=None, **per_sentence):
+    def translate(self, sentences, *, options, target_prefix=None, **per_sentence):
         deadline = time.monotonic() + 60  # a failing test must not hang
         while not self.gate.is_set() and time.monotonic() < deadline:
             if self.burn:
                 sum(range(10_000))
             else:
                 self.gate.wait(0.1)
-        return self.real.translate(sentences, options, target_prefix=target_prefix, **per_sentence)
+        return self.real.translate(sentences, options=options, target_prefix=target_prefix, **per_sentence)
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +232,7 @@ class Broken:
         self.parallel_batches, self.resolve, self.decode_cfg = real.parallel_batches, real.resolve, real.decode_cfg
         self.max_positions = real.max_positions
 
-    def translate(self, sentences, options, target_prefix=None, **per_sentence):
+    def translate(self, sentences, *, options, target_prefix=None, **per_sentence):
         raise RuntimeError("secret: /srv/aiayn/internal.py line 42")
 
 
@@ -283,7 +283,7 @@ class Largest:
         self.L_enc, self.L_dec = len(model.encoder_layers), len(model.decoder_layers)
         self.H = model.encoder_layers[0].self_attn.n_heads
 
-    def translate(self, sentences, options, target_prefix=None, **per_sentence):
+    def translate(self, sentences, *, options, target_prefix=None, **per_sentence):
         S, T = MAX_SOURCE_TOKENS, options.max_output_len
         maps = {"encoder_self": np.full((self.L_enc, self.H, S, S), 0.123),
                 "decoder_self": np.full((self.L_dec, self.H, T, T), 0.123),

@@ -217,10 +217,10 @@ def test_the_server_decodes_plain_requests_in_the_workers(pooled, transformer_di
     search = pooled.pool.search
     pooled.pool.search = lambda batches, *rest: searched.append(list(map(len, batches))) or search(batches, *rest)
 
-    def translate(sentences, options=None, **rest):
+    def translate(sentences, *, options=None, **rest):
         if options is not None and options.sampling is not None:
             sampled_on.append(threading.current_thread().name)
-        return Translator.translate(pooled, sentences, options, **rest)
+        return Translator.translate(pooled, sentences, options=options, **rest)
 
     pooled.translate = translate
 

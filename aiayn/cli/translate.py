@@ -164,7 +164,7 @@ def cmd_translate(args) -> int:
             return _constrained(translator, lines, options, prefix, constraints, first_line, args.constraints)
         if args.diagnostics:
             return translate_diagnosed(translator, lines, options, target_prefix=prefix)
-        return translator.translate(lines, options, target_prefix=prefix)
+        return translator.translate(lines, options=options, target_prefix=prefix)
 
     def render(result) -> str:
         alignment = alignment_of(result)
@@ -215,7 +215,7 @@ def _constrained(translator, lines, options, prefix, constraints, first_line: in
     if first_line + len(lines) > len(constraints):
         raise AiaynError(f"--constraints {path} has {len(constraints)} lines, fewer than the input's "
                          f"{first_line + len(lines)}: give one line per input line")
-    results = translator.translate(lines, options, target_prefix=prefix,
+    results = translator.translate(lines, options=options, target_prefix=prefix,
                                    constraints=constraints[first_line: first_line + len(lines)])
     for number, result in enumerate(results, start=first_line + 1):
         if not result.constraints_met:
@@ -275,7 +275,7 @@ def cmd_evaluate(args) -> int:
     options = resolve_options(translator, options)
     start = time.perf_counter()
     results = translate_diagnosed(translator, sources, options) if args.diagnostics else \
-        translator.translate(sources, options)
+        translator.translate(sources, options=options)
     seconds = time.perf_counter() - start
     hyps, truncated = [r.text for r in results], _warn_truncated_lines(results, _test_set_name(args))
     translator.close()  # its worker processes, if any: the comparison model may start its own
@@ -294,7 +294,7 @@ def cmd_evaluate(args) -> int:
         report["lowercase_model"] = True  # trained with data.lowercase: only BLEU-lc compares with references
     if args.compare:
         other = load_translator(args, args.compare)
-        other_results = other.translate(sources, options_from_args(args))
+        other_results = other.translate(sources, options=options_from_args(args))
         other.close()
         report["compare"] = {"baseline": str(other.model_dir),
                              "truncated": _warn_truncated_lines(other_results, f"{_test_set_name(args)} (--compare)"),

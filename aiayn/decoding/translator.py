@@ -37,15 +37,15 @@ class Translation:
     attention: dict | None = None  # numpy arrays: "cross" (L, H, T, S), "decoder_self" (L, H, T, T), ...
     truncated: bool = False  # the source was longer than the model's maximum and was cut
     stopped_at_limit: bool = False  # the output reached its length limit (a * |src| + b, the cap) without </s>
+    constraints_met: bool = True  # False: it reached its length limit before writing every constraint
+    log_prob: float | None = None  # summed log-probability of the best hypothesis (None: ct2, a blank line)
+    diagnostics: dict | None = None  # flags and signals (aiayn.inspect.diagnostics.translate_diagnosed)
 
     def _repr_html_(self) -> str:
         """Jupyter: the text, the score and, with attention maps, the last layer's cross-attention."""
         from aiayn.inspect.notebook import translation_html
 
         return translation_html(self)
-    constraints_met: bool = True  # False: it reached its length limit before writing every constraint
-    log_prob: float | None = None  # summed log-probability of the best hypothesis (None: ct2, a blank line)
-    diagnostics: dict | None = None  # flags and signals (aiayn.inspect.diagnostics.translate_diagnosed)
 
 
 def check_sentences(sentences, what: str = "sentence") -> None:
@@ -243,7 +243,7 @@ class Translator:
     def arch(self) -> str:
         return self.model.arch
 
-    def translate(self, sentences: list[str], options: DecodeOptions | None = None, *,
+    def translate(self, sentences: list[str], *, options: DecodeOptions | None = None,
                   target_prefix: list[str] | None = None, constraints: list[list[str]] | None = None,
                   **overrides) -> list[Translation]:
         """Translations of `sentences`, in input order, by beam search (or sampling: options.sampling).

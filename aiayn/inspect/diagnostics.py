@@ -157,7 +157,8 @@ def translate_diagnosed(translator, sentences: list[str], options=None, *, targe
 
     options = (options or DecodeOptions()).overridden(**overrides)
     check_diagnosable(translator, options)
-    results = translator.translate(sentences, options.overridden(return_attention=True), target_prefix=target_prefix)
+    results = translator.translate(sentences, options=options.overridden(return_attention=True),
+                                   target_prefix=target_prefix)
     for source, result in zip(sentences, results):
         result.diagnostics = no_diagnostics() if result.attention is None else \
             diagnose(evidence_of(result, source, translator.tokenizer), thresholds)

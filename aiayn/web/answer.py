@@ -28,7 +28,7 @@ def _search_or_force(translator, text, options, target, target_prefix):
             raise AiaynError("give a target (its maps) or a target prefix (a translation that starts with it), "
                              "not both")
         return capture(translator, text, target=target), encode_sources(tok, [text])[0], None, False, False
-    result = translator.translate([text], options, target_prefix=[target_prefix])[0]
+    result = translator.translate([text], options=options, target_prefix=[target_prefix])[0]
     src_ids = [tok.source_piece_to_id(p) for p in result.src_tokens]
     return maps_of(result, translator), src_ids, result.score, result.stopped_at_limit, result.truncated
 
@@ -59,7 +59,6 @@ def token_probs(model, bos_id: int, src_ids: list[int], target_ids: list[int]) -
     log_probs = torch.log_softmax(model(src, tgt_in).float(), dim=-1)[0]
     picked = log_probs[torch.arange(len(target_ids)), torch.tensor(target_ids, device=device)]
     return [round(float(p), 6) for p in picked.exp()]
-
 
 
 def warnings(translator, source_tokens: list[str], text: str, stopped: bool, cut: bool, langs) -> list[dict]:

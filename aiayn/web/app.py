@@ -304,8 +304,8 @@ def _decode_plain(translator, model_pool, key: BatchKey, items: list[tuple[str, 
     this process's model runs when the batch threads are others (else None); sampling runs there, in turn
     with the maps and steps."""
     texts, prefixes, wanted = [i[0] for i in items], [i[1] for i in items], [list(i[2]) for i in items]
-    decode = partial(translator.translate, texts, key.options, target_prefix=prefixes if any(prefixes) else None,
-                     constraints=wanted if any(wanted) else None)
+    decode = partial(translator.translate, texts, options=key.options,
+                     target_prefix=prefixes if any(prefixes) else None, constraints=wanted if any(wanted) else None)
     if key.options.sampling is None or model_pool is None:
         return decode()
     return model_pool.submit(decode).result()
