@@ -37,13 +37,13 @@ class Thresholds:
     length_ratio_low / length_ratio_high: length_ratio when output words / source words is outside them.
     unknown_share: unknown_input when more than this share of the source's pieces is <unk> or bytes."""
 
-    uncovered_share: float = 0.34
-    eos_attention: float = 0.5
-    log_prob: float = -1.6
+    uncovered_share: float = 0.17
+    eos_attention: float = 0.14
+    log_prob: float = -1.32
     repeat_run: int = 3
-    source_copy: float = 60.0
-    length_ratio_low: float = 0.6
-    length_ratio_high: float = 1.9
+    source_copy: float = 20.5
+    length_ratio_low: float = 0.38
+    length_ratio_high: float = 1.83
     unknown_share: float = UNKNOWN_SHARE
 
 
