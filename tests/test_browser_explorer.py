@@ -12,33 +12,14 @@ import pytest
 import torch
 
 from aiayn.inspect.capture import capture
-from tests.test_browser import ARTIFACTS, CHROMIUM, serve  # noqa: F401  (the browser fixture below)
+from tests import test_browser as shared
+from tests.test_browser import ARTIFACTS
 
 pytestmark = pytest.mark.slow
+browser, rnn_server, server = shared.browser, shared.rnn_server, shared.server  # the shared fixtures
 STATIC = Path(__file__).resolve().parents[1] / "aiayn" / "web" / "static"
 SENTENCE, TARGET = "forty five thousand", "fünf und vierzig tausend"
 WIDTHS = (320, 360, 390, 768, 1024)
-
-
-@pytest.fixture(scope="module")
-def server(transformer_dir):
-    yield from serve(transformer_dir)
-
-
-@pytest.fixture(scope="module")
-def rnn_server(rnn_dir):
-    yield from serve(rnn_dir)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
 
 
 def open_page(browser, url, width=1440, lang="en"):

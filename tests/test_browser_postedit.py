@@ -6,26 +6,12 @@ import numpy as np
 import pytest
 
 from aiayn.inspect.capture import maps_of
-from tests.test_browser import ARTIFACTS, CHROMIUM, serve  # noqa: F401  (the browser fixture below)
+from tests import test_browser as shared
+from tests.test_browser import ARTIFACTS
 
 pytestmark = pytest.mark.slow
+browser, server = shared.browser, shared.server  # the shared fixtures
 SENTENCE = "forty five thousand six hundred"
-
-
-@pytest.fixture(scope="module")
-def server(transformer_dir):
-    yield from serve(transformer_dir)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
 
 
 def cli_translation(model_dir, prefix, tmp_path) -> str:

@@ -4,10 +4,12 @@ directory of a run with train.attention_timeline shows its stored maps, cell for
 import numpy as np
 import pytest
 
-from tests.test_browser import ARTIFACTS, CHROMIUM, serve  # noqa: F401  (the browser fixture below)
+from tests import test_browser as shared
+from tests.test_browser import ARTIFACTS, serve
 from tests.test_timeline import train
 
 pytestmark = pytest.mark.slow
+browser = shared.browser  # the shared fixtures
 
 
 @pytest.fixture(scope="module")
@@ -20,17 +22,6 @@ def run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(run):
     yield from serve(run / "checkpoints" / "step_00000012")  # inside the run: its timeline/ is found
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
 
 
 def test_the_slider_shows_the_stored_maps(browser, server, run):
