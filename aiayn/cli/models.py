@@ -6,27 +6,29 @@ from pathlib import Path
 from aiayn.cli.common import MODEL_HELP
 
 
+def _add_out(p, what: str, kind: str) -> None:
+    """--out and --force: every command here writes a new directory, or replaces only its own earlier one."""
+    p.add_argument("--out", required=True, help=f"new or empty directory for {what}")
+    p.add_argument("--force", action="store_true", help=f"replace an earlier {kind} at --out (default: refuse)")
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser("average", help="average the weights of several checkpoints")
     p.add_argument("checkpoints", nargs="+", help="checkpoint directories of one model")
-    p.add_argument("--out", required=True, help="new or empty directory for the averaged checkpoint")
-    p.add_argument("--force", action="store_true", help="replace an earlier average at --out (default: refuse)")
+    _add_out(p, "the averaged checkpoint", "average")
 
     p = sub.add_parser("export", help="convert a Transformer to CTranslate2 (needs aiayn[export])")
     p.add_argument("--model", required=True, help=MODEL_HELP)
-    p.add_argument("--out", required=True, help="new or empty directory for the CTranslate2 model")
-    p.add_argument("--force", action="store_true", help="replace an earlier export at --out (default: refuse)")
+    _add_out(p, "the CTranslate2 model", "export")
 
     p = sub.add_parser("import-hf", help="import a Hugging Face Marian / OPUS-MT model (needs aiayn[hf])")
     p.add_argument("src", metavar="SRC", help="a directory written by save_pretrained (model and tokenizer), or, "
                    "online, a hub name such as Helsinki-NLP/opus-mt-de-en")
-    p.add_argument("--out", required=True, help="new or empty directory for the aiayn checkpoint")
-    p.add_argument("--force", action="store_true", help="replace an earlier import at --out (default: refuse)")
+    _add_out(p, "the aiayn checkpoint", "import")
 
     p = sub.add_parser("export-hf", help="write a Transformer as a Hugging Face Marian model (needs aiayn[hf])")
     p.add_argument("--model", required=True, help=MODEL_HELP)
-    p.add_argument("--out", required=True, help="new or empty directory for the MarianMTModel and MarianTokenizer")
-    p.add_argument("--force", action="store_true", help="replace an earlier export-hf at --out (default: refuse)")
+    _add_out(p, "the MarianMTModel and MarianTokenizer", "export-hf")
 
 
 def cmd_average(args) -> int:
