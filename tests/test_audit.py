@@ -125,3 +125,12 @@ def test_audit_command(tmp_path, capsys):
     assert json.loads(report.read_text())["overlap"]["dev in train"]["count"] == 1
     assert main(["audit", "--train", str(tmp_path / "nope.en"), str(train[1])]) == 2
     assert "nope.en: file not found" in capsys.readouterr().err
+
+
+def test_the_report_never_replaces_a_corpus(tmp_path, capsys):
+    from aiayn.cli import main
+
+    train = _pair(tmp_path, "train", CLEAN_EN, CLEAN_DE)
+    before = train[0].read_bytes()
+    assert main(["audit", "--train", *map(str, train), "--json", str(train[0])]) == 2
+    assert "is also an input" in capsys.readouterr().err and train[0].read_bytes() == before

@@ -126,3 +126,11 @@ def test_write_gold_command(tmp_path, capsys):
                      out.with_suffix(".align.tgt").read_text().splitlines()))
     assert len(pairs) == 300 and len(read_gold(out, pairs)) == 300  # every link within its sentences
     assert main(["heads"]) == 2 and "give --model" in capsys.readouterr().err
+
+
+def test_write_gold_never_writes_inside_the_model(transformer_dir, capsys):
+    from aiayn.cli import main
+
+    assert main(["heads", "--model", str(transformer_dir), "--write-gold", str(transformer_dir / "gold.align")]) == 2
+    assert "inside the model directory" in capsys.readouterr().err
+    assert not (transformer_dir / "gold.align").exists()

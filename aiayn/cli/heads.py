@@ -95,7 +95,7 @@ def _write_gold(args) -> int:
     from aiayn.config import load_config
     from aiayn.data.synthetic import gold_alignments
     from aiayn.inspect.head_choice import builtin_pairs
-    from aiayn.io import write_text_atomic
+    from aiayn.io import write_output_file
 
     if args.model:
         from aiayn.checkpoint import load_config_file, resolve_model_dir
@@ -113,7 +113,7 @@ def _write_gold(args) -> int:
     out = args.write_gold
     for path, lines in ((out, gold_alignments(pairs)), (f"{out}.src", [s for s, _ in pairs]),
                         (f"{out}.tgt", [t for _, t in pairs])):
-        write_text_atomic(path, "".join(line + "\n" for line in lines))
+        write_output_file(path, "".join(line + "\n" for line in lines), model_dirs=[args.model])
     print(f"wrote {len(pairs)} pairs: {out} (gold), {out}.src, {out}.tgt")
     return 0
 
@@ -165,13 +165,14 @@ def cmd_heads(args) -> int:
 def cmd_audit(args) -> int:
     from aiayn.data.audit import audit_corpus
     from aiayn.data.audit_report import report_text
-    from aiayn.io import write_text_atomic
+    from aiayn.io import write_output_file
 
     splits = {name: getattr(args, name) for name in ("train", "dev", "test") if getattr(args, name)}
     report = audit_corpus(splits)
     print(report_text(report, show=args.show))
     if args.json:
-        write_text_atomic(args.json, json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+        inputs = [path for pair in splits.values() for path in pair]  # a corpus is never the report
+        write_output_file(args.json, json.dumps(report, indent=1, ensure_ascii=False) + "\n", inputs=inputs)
         print(f"wrote {args.json}")
     return 0
 
