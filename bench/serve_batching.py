@@ -1,4 +1,4 @@
-"""`aiayn serve` with dynamic batching (issue 10 part 4): N single-sentence clients against the offline batch
+"""`aiayn serve` with dynamic batching: N single-sentence clients against the offline batch
 throughput of the same engine on the same sentences.
 
     python bench/serve_batching.py --model /tmp/m30k_run --engine native [--pair de-en]
@@ -17,7 +17,7 @@ throughput of the same engine on the same sentences.
    per request. The load generator shares the 2 cores with the server, so it is kept light: the standard
    library's http.client, one keep-alive connection per thread (about 0.3 ms of CPU a request, where
    httpx's client took 2-11 ms at 32 threads).
-The goals (issue 10 part 4): req/s at the highest concurrency >= 0.7 x offline; its p95 latency < 4 x the
+The goals: req/s at the highest concurrency >= 0.7 x offline; its p95 latency < 4 x the
 p50 latency at concurrency 1.
 """
 

@@ -123,7 +123,7 @@ def test_tanh_energy_is_bitwise_autograds(make, autocast):
 
 @pytest.mark.parametrize("make", TANH_SCORES)
 def test_tanh_energy_keeps_no_per_step_tanh(make):
-    """What a step keeps for backward: no (B, S, A) tensor but the prepared keys themselves (issue 12: the
+    """What a step keeps for backward: no (B, S, A) tensor but the prepared keys themselves (it set the
     Bahdanau config's training peak)."""
     score = make()
     keys = torch.randn(5, 7, 16, requires_grad=True)

@@ -1,4 +1,4 @@
-"""Training memory stays flat when batch shapes change (issue 12, goal 4). Not timed: it reads RSS.
+"""Training memory stays flat when batch shapes change (the 800 MB training-memory goal). Not timed: it reads RSS.
 
 Token-budget batches bring a new (B, T) at almost every step. Two caches inside torch's CPU matmul
 stack keep one compiled primitive per shape (oneDNN's, and ideep's LRU in front of it), so RSS grew

@@ -1,4 +1,4 @@
-"""The batching server (issue 10 part 4): plain translations of concurrent requests share one translate call,
+"""The batching server: plain translations of concurrent requests share one translate call,
 per options, with the same results as alone; one request's error stays its own; bounded queue; a client that
 leaves costs no decoding; /api/translate_batch; the ct2 engine's plain endpoints.
 
