@@ -1,5 +1,6 @@
-"""The generated reference pages (docs/reference/cli.md, config.md, rest.md) are what docs/gen_reference.py
-makes from the code now, and they list every option of every command and every field of the config."""
+"""The generated reference pages (docs/reference/cli.md, config.md, rest.md, and their Korean cli.ko.md,
+config.ko.md, rest.ko.md) are what docs/gen_reference.py makes from the code now, and they list every option
+of every command and every field of the config."""
 
 import dataclasses
 import importlib.util
@@ -20,7 +21,7 @@ def page(name: str) -> str:
 
 @pytest.mark.parametrize("name", sorted(gen.PAGES))
 def test_generated_page_is_current(name):
-    if name == "rest.md":
+    if name.startswith("rest."):
         pytest.importorskip("fastapi")
         pytest.importorskip("httpx")
     assert page(name) == gen.PAGES[name](), f"docs/reference/{name} is stale: run python docs/gen_reference.py"
@@ -37,23 +38,25 @@ def help_options(text: str) -> set[str]:
     return {o for entry in entries for o in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", entry)}
 
 
-def test_cli_page_lists_every_command_and_every_option_of_its_help():
+@pytest.mark.parametrize("name", ["cli.md", "cli.ko.md"])
+def test_cli_page_lists_every_command_and_every_option_of_its_help(name):
     from aiayn.cli import build_parser
 
-    sections = _sections(page("cli.md"))
+    sections = _sections(page(name))
     found = gen.commands(build_parser())
-    assert {"aiayn train", "aiayn translate", "aiayn attention", "aiayn serve"} <= {name for name, _, _ in found}
-    for name, _, parser in found:
-        assert name in sections, f"{name} has no section in docs/reference/cli.md"
-        listed = set(re.findall(r"`(-[\w-]+)`", sections[name]))
+    assert {"aiayn train", "aiayn translate", "aiayn attention", "aiayn serve"} <= {c for c, _, _ in found}
+    for command, _, parser in found:
+        assert command in sections, f"{command} has no section in docs/reference/{name}"
+        listed = set(re.findall(r"`(-[\w-]+)`", sections[command]))
         missing = help_options(parser.format_help()) - {"-h", "--help"} - listed
-        assert not missing, f"{name}: options of --help missing from the page: {sorted(missing)}"
+        assert not missing, f"{command}: options of --help missing from docs/reference/{name}: {sorted(missing)}"
 
 
-def test_config_page_lists_every_field_with_its_meaning():
+@pytest.mark.parametrize("name", ["config.md", "config.ko.md"])
+def test_config_page_lists_every_field_with_its_meaning(name):
     from aiayn.config import ExperimentConfig
 
-    cfg, sections = ExperimentConfig(), _sections(page("config.md"))
+    cfg, sections = ExperimentConfig(), _sections(page(name))
     for section in dataclasses.fields(cfg):
         cls = type(getattr(cfg, section.name))
         names = [f.name for f in dataclasses.fields(cls)]
@@ -67,9 +70,10 @@ def test_config_page_lists_every_field_with_its_meaning():
         assert all(meaning.strip() for _, meaning in rows)
 
 
-def test_rest_page_has_every_endpoint_and_an_example_per_translate_endpoint():
+@pytest.mark.parametrize("name", ["rest.md", "rest.ko.md"])
+def test_rest_page_has_every_endpoint_and_an_example_per_translate_endpoint(name):
     pytest.importorskip("fastapi")
-    text = page("rest.md")
+    text = page(name)
     for endpoint in ("GET /api/health", "POST /api/translate", "POST /api/translate_batch", "POST /api/step",
                      "GET /api/info", "GET /api/positions"):
         assert f"## {endpoint}\n" in text
