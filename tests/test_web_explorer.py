@@ -1,6 +1,7 @@
 """The explorer's computations equal the model's: teacher-forced maps (as `aiayn attention --target`), the
 rest of the layer for one row (heads, Concat W^O, Add & Norm, FFN: the layer's output), the unscaled
-softmax, the next-token top k, the positional-encoding table; the warnings and the model panel's facts."""
+softmax, the next-token top k, the positional-encoding table; the word alignment (as `aiayn translate
+--alignment`); the warnings and the model panel's facts."""
 
 import json
 import math
@@ -11,7 +12,8 @@ import torch
 from fastapi.testclient import TestClient
 
 from aiayn.decoding.translator import Translator
-from aiayn.inspect.capture import capture
+from aiayn.inspect.capture import InspectError, capture
+from aiayn.inspect.head_choice import maps_alignment
 from aiayn.web.app import create_app
 from aiayn.web.info import training_facts
 
@@ -74,6 +76,27 @@ def test_step_rest_of_the_layer_equals_the_model(client, translator, kind):
             np.testing.assert_allclose([t["prob"] for t in rest["next_tokens"]], top.values.numpy(), atol=1e-5)
         else:
             assert "next_tokens" not in rest
+
+
+@pytest.mark.parametrize("head, layer_head, chosen", [(None, [1, None], "default"), ("1:2", [0, 1], "given"),
+                                                     ("2:mean", [1, None], "given")])
+def test_alignment_is_what_translate_alignment_prints(translator, head, layer_head, chosen):
+    from argparse import Namespace
+
+    from aiayn.cli.heads import alignment_function
+
+    client = TestClient(create_app(translator, alignment=head))
+    for text, target in (("seventeen x nineteen", ""), (SENTENCE, TARGET)):
+        body = client.post("/api/translate", json={"text": text, "beam": 2, "target": target}).json()
+        if target:  # teacher forcing: the same function on the forced maps
+            links = maps_alignment(capture(translator, text, target=target), *layer_head)
+        else:  # the function --alignment --alignment-head HEAD prints with
+            result = translator.translate([text], beam=2, return_attention=True)[0]
+            links = alignment_function(Namespace(alignment=True, alignment_head=head), translator)(result)
+            assert len(links.split()) >= 2
+        assert body["alignment"] == {"links": links, "layer": layer_head[0], "head": layer_head[1], "chosen": chosen}
+    with pytest.raises(InspectError, match="no such head"):
+        create_app(translator, alignment="3:1")
 
 
 def test_positions_are_the_models_table(client, translator):

@@ -28,11 +28,8 @@ def alignment_function(args, translator):
         if args.alignment_head:
             raise AiaynError("--alignment-head chooses where --alignment's links come from: add --alignment")
         return lambda result: None
+    # default (None, None): the last layer's mean
     layer, head = choose_head(args.alignment_head, translator) if args.alignment_head else (None, None)
-    if layer is None:
-        from aiayn.inspect.capture import word_alignment
-
-        return lambda result: word_alignment(result, translator)
     return lambda result: head_alignment(result, translator, layer, head)
 
 

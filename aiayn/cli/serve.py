@@ -30,6 +30,11 @@ def add_parsers(sub) -> None:
                    "attention maps and sampling stay in the server's process; with --engine ct2, CTranslate2's "
                    "inter_threads (default: 1, the server's process alone)")
     p.add_argument("--compile", action="store_true", help=COMPILE_HELP)
+    p.add_argument("--alignment-head", metavar="L:H", help="the cross-attention the page's word-alignment overlay "
+                   "comes from, as translate's --alignment-head: L:H (decoder layer L, head H, counted from 1), L:mean "
+                   "(layer L's mean over heads), best (the best head on the built-in task's gold, for a model trained "
+                   "on it) or a file of `aiayn heads --json` (its best head) (default: the last layer's mean, as "
+                   "translate --alignment)")
     p.add_argument("--max-client-connections", type=int, default=None, help="connections one client address may "
                    "hold at once; 0 for no cap, e.g. behind a reverse proxy, where every client has the proxy's "
                    "address (default: 64)")
@@ -56,7 +61,7 @@ def cmd_serve(args) -> int:
         torch.set_num_threads(args.threads)
     translator = Translator.from_pretrained(args.model, engine=args.engine, compute_type=args.compute_type,
                                             workers=args.workers, compile=args.compile)
-    server = guarded_server(create_app(translator), host=args.host, port=args.port,
+    server = guarded_server(create_app(translator, alignment=args.alignment_head), host=args.host, port=args.port,
                             limits=ConnectionLimits(per_client=per_client))
     server.run()
     return 0 if server.started else 1  # why not: uvicorn's error line above (e.g. the port is in use)

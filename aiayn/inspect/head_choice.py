@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from aiayn.inspect.alignment_eval import Gold, parse_links
-from aiayn.inspect.capture import InspectError, hard_alignment, maps_of, merge_subwords
+from aiayn.inspect.capture import AttentionMaps, InspectError, hard_alignment, maps_of, merge_subwords
 
 HEAD_FORMS = "L:H (layer L, head H, counted from 1), L:mean (layer L's mean over heads), best, or a JSON file of " \
              "`aiayn heads --json` (its best head)"
@@ -77,9 +77,15 @@ def choose_head(text: str, translator) -> tuple[int, int | None]:
     return parse_head(text, n_layers, n_heads)
 
 
-def head_alignment(result, translator, layer: int, head: int | None) -> str:
+def maps_alignment(maps: AttentionMaps, layer: int | None, head: int | None) -> str:
+    """Pharaoh "i-j" pairs between the words of captured maps (subwords merged), from one head or a layer's
+    mean (head None; layer None: the last layer's mean, --alignment's default): what `translate --alignment`
+    prints, and the links the explorer outlines on its cross-attention heatmap."""
+    return hard_alignment(merge_subwords(maps), layer, None if head is None else [head])
+
+
+def head_alignment(result, translator, layer: int | None, head: int | None) -> str:
     """Pharaoh "i-j" pairs of a Translation made with return_attention, from one head (or a layer mean)."""
     if result.attention is None:
         return ""
-    maps = merge_subwords(maps_of(result, translator))
-    return hard_alignment(maps, layer, None if head is None else [head])
+    return maps_alignment(maps_of(result, translator), layer, head)

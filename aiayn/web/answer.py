@@ -1,8 +1,9 @@
 """The page's translation answer (POST /api/translate with maps): the model's own translation, or the maps
 of a given target (teacher forcing, as `aiayn attention --target`); the word groups of every token list
 (aiayn.inspect.capture.word_groups: the page merges words with them, it has no rule of its own); the
-probability of every output token; and warnings, each a code and its numbers, which the page words in
-its own language."""
+probability of every output token; the word alignment of the maps (aiayn.web.alignment, what `aiayn
+translate --alignment` prints); and warnings, each a code and its numbers, which the page words in its own
+language."""
 
 import torch
 
@@ -10,6 +11,7 @@ from aiayn.decoding.batches import encode_sources
 from aiayn.errors import AiaynError
 from aiayn.inspect.capture import capture, maps_of, word_groups
 from aiayn.inspect.warnings import input_warnings
+from aiayn.web.alignment import DEFAULT_HEAD, AlignmentHead, alignment_json
 
 
 class CodedError(AiaynError):
@@ -33,9 +35,10 @@ def _search_or_force(translator, text, options, target, target_prefix):
     return maps_of(result, translator), src_ids, result.score, result.stopped_at_limit, result.truncated
 
 
-def page_result(translator, text: str, options, target: str, target_prefix: str,
-                langs=(None, None)) -> tuple[dict, dict]:
-    """-> (the answer's fields, the maps {kind: (L, H, Q, K)}). langs: the model's (source, target)."""
+def page_result(translator, text: str, options, target: str, target_prefix: str, langs=(None, None),
+                alignment: AlignmentHead = DEFAULT_HEAD) -> tuple[dict, dict]:
+    """-> (the answer's fields, the maps {kind: (L, H, Q, K)}). langs: the model's (source, target);
+    alignment: the head the word alignment comes from."""
     tok = translator.tokenizer
     maps, src_ids, score, stopped, cut = _search_or_force(translator, text, options, target, target_prefix)
     target_ids = [tok.piece_to_id(p) for p in maps.target_tokens]
@@ -46,6 +49,7 @@ def page_result(translator, text: str, options, target: str, target_prefix: str,
               "target_input_tokens": maps.target_input_tokens, "source_ids": src_ids,
               "target_input_ids": [tok.bos_id] + target_ids[:-1], "score": score, "stopped_at_limit": stopped,
               "token_probs": token_probs(translator.model, tok.bos_id, src_ids, target_ids), "words": groups,
+              "alignment": alignment_json(maps, alignment),
               "warnings": warnings(translator, maps.source_tokens, text, stopped, cut, langs)}
     return fields, maps.maps
 

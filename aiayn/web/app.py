@@ -4,8 +4,10 @@ static/).
 
 Endpoints:
 - POST /api/translate {"text", "beam": 4, "attention": true}: with attention (the default, the page's
-  request) every attention map, the subwords and their ids; with "attention": false the plain answer
-  {"translation", "score", "source_tokens", "target_tokens"} (target subwords without </s>);
+  request) every attention map, the subwords and their ids, and the word alignment `aiayn translate
+  --alignment` prints for those maps, from the head of `aiayn serve --alignment-head` (aiayn.web.alignment);
+  with "attention": false the plain answer {"translation", "score", "source_tokens", "target_tokens"} (target
+  subwords without </s>);
 - POST /api/translate_batch {"texts": [up to MAX_BATCH_TEXTS], "beam": 4} -> {"translations":
   [{"translation", "score"}, ...]} in input order; a blank text translates to "" (score 0);
 - both translate requests take the decoding controls of DecodingControls (n_best in plain mode, min_length,
@@ -46,7 +48,7 @@ Built to hold under load and abuse (every bound is a constant below):
 - a source is at most MAX_SOURCE_TOKENS subwords, so the answer is bounded: every attention map of the
   model, rounded to DECIMALS places, at most max_response_bytes(model) (about 2.4 MB for the 2+2-layer,
   4-head demo model); a step answer (/api/step) holds one head's q, K and V: about (2 K + 1) d_k + d_model
-  + 6 K numbers of at most 5 decimals for K <= MAX_SOURCE_TOKENS keys (under 0.5 MB for d_k = 64);
+  + 6 K numbers of at most 5 decimals (the K weights 8) for K <= MAX_SOURCE_TOKENS keys (under 0.5 MB for d_k = 64);
 - only aiayn's user errors (AiaynError) reach the client; anything else is logged and answered with a
   generic 500;
 - with worker processes (aiayn serve --workers N), a worker that dies (the out-of-memory killer) is
@@ -80,6 +82,7 @@ from aiayn.errors import AiaynError, BudgetExceeded
 from aiayn.inspect.layer_step import layer_step
 from aiayn.inspect.qkv import attention_step
 from aiayn.inspect.rnn_step import rnn_step
+from aiayn.web.alignment import DEFAULT_HEAD, AlignmentHead, alignment_head
 from aiayn.web.answer import CodedError, page_result
 from aiayn.web.batching import Batcher
 from aiayn.web.diagnosed import plain_diagnosed, with_diagnostics
@@ -235,7 +238,8 @@ def max_response_bytes(translator, max_output_tokens: int = MAX_OUTPUT_TOKENS) -
     pieces = tok.id_to_piece(list(range(tok.tgt_vocab_size))) + tok.source_id_to_piece(list(range(tok.src_vocab_size)))
     longest = max(len(piece) for piece in pieces)
     text = (S + 3 * T) * (6 * longest + 3)  # source, target, target input subwords; the translation
-    return VALUE_BYTES * n_values + 2 * n_rows + text + 8 * (S + T) + 1024
+    links = len(f"{S}-{T} ") * T  # the word alignment: at most one link per output word
+    return VALUE_BYTES * n_values + 2 * n_rows + text + 8 * (S + T) + links + 1024
 
 
 def _dumps(value) -> str:
@@ -269,7 +273,8 @@ def _source_length(tokenizer, text: str, blank_ok: bool = False, where: str = ""
     return n_source
 
 
-def _translate(translator, limits: Limits, req: TranslateRequest, langs=(None, None)) -> bytes:
+def _translate(translator, limits: Limits, req: TranslateRequest, langs=(None, None),
+               alignment: AlignmentHead = DEFAULT_HEAD) -> bytes:
     """One translation (or the maps of req.target) within the budget -> the JSON the page needs
     (aiayn.web.answer). Serialised here, on the worker thread: megabytes of floats serialised on the event
     loop would stall every other request."""
@@ -277,7 +282,7 @@ def _translate(translator, limits: Limits, req: TranslateRequest, langs=(None, N
     if req.sampling is not None:
         raise AiaynError("sampling gives plain translations: send \"attention\": false")
     fields, maps = page_result(translator, req.text, req.options(limits, attention=True), req.target,
-                               req.target_prefix, langs)
+                               req.target_prefix, langs, alignment)
     if req.diagnostics:
         fields = with_diagnostics(translator, req.text, fields)
     return f'{_dumps(fields)[:-1]},"maps":{_maps_json(maps)}}}'.encode()
@@ -441,8 +446,14 @@ NO_PAGE = ("no page here: this server runs --engine ct2, and the page shows atte
            "/api/translate_batch")
 
 
-def create_app(translator, limits: Limits = Limits()) -> FastAPI:
+def create_app(translator, limits: Limits = Limits(), alignment: str | None = None) -> FastAPI:
+    """alignment: the head of the word alignment the page overlays (--alignment-head's forms; None: the last
+    layer's mean), resolved here, once ("best" ranks the heads)."""
     engine = getattr(translator, "engine", "native")  # ct2: the plain endpoints only (no maps, no page)
+    if alignment and engine != "native":
+        raise AiaynError("--alignment-head chooses the head of the page's word alignment, which needs the maps "
+                         "of --engine native: drop it, or serve with --engine native")
+    aligned_by = alignment_head(translator, alignment) if engine == "native" else DEFAULT_HEAD
     # one thread for every job on this process's model: maps, steps, sampling, and plain batches when the
     # model decodes here; they take turns on it
     pool = ThreadPoolExecutor(max_workers=limits.running, thread_name_prefix="aiayn-decode")
@@ -518,7 +529,8 @@ def create_app(translator, limits: Limits = Limits()) -> FastAPI:
                 constraints=[req.constraints]))
         if engine != "native":
             return _error(400, NATIVE_ONLY)
-        return await _answer(request, limits, admission.run(partial(_translate, translator, limits, req, langs)))
+        return await _answer(request, limits, admission.run(partial(_translate, translator, limits, req, langs,
+                                                                     aligned_by)))
 
     @app.post("/api/translate_batch")
     async def translate_batch(req: TranslateBatchRequest, request: Request):
