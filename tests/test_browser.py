@@ -28,15 +28,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(model_dir):
+def serve(model_dir, alignment=None):
+    """The app on loopback (alignment: `aiayn serve --alignment-head`'s value) -> its address."""
     import uvicorn
 
     from aiayn.decoding.translator import Translator
     from aiayn.web.app import create_app
 
     port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(Translator.from_pretrained(model_dir)), host="127.0.0.1",
-                                        port=port, log_level="warning"))
+    app = create_app(Translator.from_pretrained(model_dir), alignment=alignment)
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     deadline = time.time() + 30

@@ -111,6 +111,40 @@ def test_step_view_unscaled_and_next_token_equal_the_model(browser, server, tran
     assert not page.errors
 
 
+WORDS_TEXT, WORDS_TARGET = "seventeen thousand eight hundred", "siebzehntausend achthundert"  # 4- and 8-piece words
+
+
+@pytest.mark.parametrize("kind, word", [("cross", 0), ("encoder_self", 0), ("decoder_self", 1)])
+def test_word_step_view_shows_the_word_row_as_the_mean_of_its_pieces(browser, server, transformer_dir, kind, word):
+    from aiayn.decoding.translator import Translator
+    from aiayn.inspect.capture import merge_subwords, word_groups
+
+    page = translated(open_page(browser, server), server, f"?text={WORDS_TEXT.replace(' ', '+')}&target="
+                      f"{WORDS_TARGET.replace(' ', '+')}&kind={kind}&layer=2&head=1&words=1&q={word}")
+    page.wait_for_selector("#step-word-table")
+    rows = page.eval_on_selector_all("#step-word-table tbody tr", "rs => rs.map(r => [Number(r.dataset.weight), "
+                                     "[...r.querySelectorAll('td[data-piece-weight]')].map(c => "
+                                     "Number(c.dataset.pieceWeight))])")
+    maps = capture(Translator.from_pretrained(transformer_dir), WORDS_TEXT, target=WORDS_TARGET)
+    # the heatmap's word row, unrounded: the pieces' rows averaged, keys summed per word (merge_subwords)
+    np.testing.assert_allclose([w for w, _ in rows], merge_subwords(maps).maps[kind][1, 0, word], atol=1e-5)
+    np.testing.assert_allclose([w for w, _ in rows], [np.mean(p) for _, p in rows], atol=1e-12)
+    shown = heat(page).reshape(-1, len(rows))[word]  # the same row on the heatmap, from 3-decimal maps
+    np.testing.assert_allclose([w for w, _ in rows], shown, atol=8 * 5e-4 + 1e-4)
+    groups = word_groups(maps.source_tokens if kind == "encoder_self" else maps.target_tokens)[1]
+    assert len(rows[0][1]) == len(groups[word]) == page.locator("#step button.piece").count() > 1
+    view = page.inner_text("[data-testid=step-view]")
+    assert "the row of the word" in view and "mean of the rows of its" in view and "first piece" not in view
+    page.click("#step button.piece >> nth=1")  # the second piece's own step: its softmax over the pieces
+    piece = groups[word][1]
+    assert f"(row {piece}) of the word" in page.inner_text("#step-piece h3")
+    weights = page.eval_on_selector_all("#step-piece #step-table tbody tr",
+                                        "rs => rs.map(r => Number(r.dataset.weight))")
+    np.testing.assert_allclose(weights, maps.maps[kind][1, 0, piece], atol=1e-5)
+    assert page.get_attribute("#step button.piece >> nth=1", "aria-pressed") == "true"
+    assert not page.errors
+
+
 def test_positional_encoding_panel_shows_the_models_table(browser, server, transformer_dir):
     from aiayn.decoding.translator import Translator
 
@@ -184,6 +218,11 @@ def test_korean_page_has_no_english_ui_string(browser, server, rnn_server, arch)
         page.wait_for_selector("#pe-heat")
         page.click("#search-go")
     text = page.evaluate("document.body.innerText")
+    page.check("[data-testid=alignment-toggle]")  # its legend, and the word view's step view
+    page.check("#words")
+    page.click("#heatmap button.q >> nth=0")
+    page.wait_for_selector("#step-word-table")
+    text += page.evaluate("document.body.innerText")
     found = [s for s in _english_strings() if s in text]
     assert not found, found
     assert "seed 00" not in text.lower() and page.evaluate("document.documentElement.lang") == "ko"

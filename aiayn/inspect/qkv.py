@@ -6,7 +6,8 @@ Every key is listed, masked ones too, with the model's mask (aiayn.model.masks, 
 source padding in encoder self-attention and cross attention, and in decoder self-attention the keys after
 the query (§3.2.3, the look-ahead mask). A masked key keeps its raw q.k ("dots") so the page can show
 q.k -> -inf -> 0; its "scores" entry is None and its weight 0. Vectors are rounded to DECIMALS places so
-an answer's size is bounded: about (2 K d_k + K + d_model + d_k) numbers."""
+an answer's size is bounded: about (2 K d_k + K + d_model + d_k) numbers; the K weights to WEIGHT_DECIMALS,
+so that a word's row on the page (the mean of its pieces' rows, keys summed per word) keeps 1e-6."""
 
 import math
 
@@ -16,6 +17,7 @@ from aiayn.inspect.capture import InspectError
 from aiayn.model.masks import padding_mask
 
 DECIMALS = 5
+WEIGHT_DECIMALS = 8
 
 
 def _layer_input(layer, x):
@@ -49,12 +51,12 @@ def _decoder_qkv(model, memory, src, tgt_in, layer_index, kind):
     raise AssertionError("layer index checked by the caller")
 
 
-def _round(values) -> list:
+def _round(values, decimals: int = DECIMALS) -> list:
     if isinstance(values, torch.Tensor):
         values = values.tolist()
     if isinstance(values, list):
-        return [_round(v) for v in values]
-    return None if values is None else round(values, DECIMALS)
+        return [_round(v, decimals) for v in values]
+    return None if values is None else round(values, decimals)
 
 
 def attention_step(model, src_ids: list[int], tgt_in_ids: list[int], kind: str, layer: int, head: int,
@@ -89,7 +91,7 @@ def attention_step(model, src_ids: list[int], tgt_in_ids: list[int], kind: str, 
             "dots": _round(dots), "scores": [s if m else None for s, m in zip(_round(scores), mask.tolist())],
             "max_score": round(float(top), DECIMALS) if mask.any() else None,
             "exps": _round(exps), "exp_sum": round(float(exps.sum()), DECIMALS),
-            "weights": _round(weights), "unscaled_weights": _round(unscaled), "output": _round(output)}
+            "weights": _round(weights, WEIGHT_DECIMALS), "unscaled_weights": _round(unscaled), "output": _round(output)}
 
 
 def _key_mask(kind: str, src, pad_id: int, n_keys: int, query: int) -> torch.Tensor:

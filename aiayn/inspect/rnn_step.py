@@ -13,7 +13,7 @@ Luong attends with the new state s_t = h_t; Bahdanau attends from the previous s
 import torch
 
 from aiayn.inspect.capture import InspectError
-from aiayn.inspect.qkv import _round
+from aiayn.inspect.qkv import WEIGHT_DECIMALS, _round
 from aiayn.model.scores import attention_distribution, context_vector
 
 TOP = 5  # output tokens listed
@@ -69,7 +69,7 @@ def rnn_step(model, tokenizer, src_ids: list[int], tgt_in_ids: list[int], query:
             "d_model": s.size(-1), "query_vector": _round(s[0].float()),
             "keys": _round(state.memory[0].float()), "mask": mask.tolist(),
             "scores": [v if m else None for v, m in zip(_round(e[0].float()), mask.tolist())],
-            "weights": _round(alpha[0].float()), "context": _round(a[0].float()),
+            "weights": _round(alpha[0].float(), WEIGHT_DECIMALS), "context": _round(a[0].float()),
             "output_vector": _round(out[0].float()),
             "top": [{"token": p, "prob": round(float(w), 4)}
                     for p, w in zip(tokenizer.id_to_piece(top.indices.tolist()), top.values)]}

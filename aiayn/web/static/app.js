@@ -16,9 +16,9 @@ import {createTimeline} from "./timeline.js";
 
 const $ = id => document.getElementById(id);
 const KINDS = ["encoder_self", "decoder_self", "cross"];
-const S = {info: null, data: null, gen: 0, kind: "cross", layer: null, head: 0, words: false, scale: "global",
-           numbers: false, lineHeads: [], query: null, preview: null, step: null, beam: null, text: "", target: "",
-           pe: undefined, open: null, pending: null, prefix: ""};
+const S = {info: null, data: null, gen: 0, kind: "cross", layer: null, head: 0, words: false, align: false,
+           scale: "global", numbers: false, lineHeads: [], query: null, preview: null, step: null, beam: null, text: "",
+           target: "", pe: undefined, open: null, pending: null, prefix: ""};
 const timeline = createTimeline();
 const handlers = {pickHead, toggleLineHead, previewQuery, select: q => selectQuery(q, false)};
 
@@ -86,6 +86,7 @@ function applyRestore(r) {
   if (r.layer !== null) S.layer = r.layer;
   if (r.head !== null) S.head = r.head;
   S.words = r.words; $("words").checked = r.words;
+  S.align = r.align;
   S.query = r.query;
 }
 
@@ -219,6 +220,7 @@ function wireControls() {
     S.words = $("words").checked; S.query = null; S.preview = null; render();
   });
   $("scale").addEventListener("change", () => { S.scale = $("scale").value; render(); });
+  $("alignment").addEventListener("change", () => { S.align = $("alignment").checked; render(); });
   $("numbers").addEventListener("change", () => { S.numbers = $("numbers").checked; render(); });
   $("overlay").addEventListener("change", () => {
     S.lineHeads = $("overlay").checked && S.data ? [...Array(S.data.maps[S.kind][0].length).keys()] : [];

@@ -67,6 +67,22 @@ export const TEXT_EN = {
   "matrix.title": "Attention matrix",
   "axis.keys": "keys → (what is looked at)", "axis.queries": "queries ↓ (who is looking)",
   "axis.decoder_row": "row = decoder input → the token it predicts", "legend.masked": "masked: −∞ → 0",
+  "align.toggle": "word alignment",
+  "align.legend":
+    "Outlined: the word alignment, each output word linked to the source word it attends to most in {from}, " +
+    "</s> left out.",
+  "align.own": "These are the links `aiayn translate --alignment` prints for this translation.",
+  "align.forced": "The same rule applied to the maps of the given target.",
+  "align.pieces": "In the piece view each link outlines all the pieces of its two words as one box.",
+  "align.head": "decoder layer {layer}, head {head}", "align.layer_mean": "decoder layer {layer}, mean over its heads",
+  "align.rnn": "the RNN decoder's attention",
+  "align.chosen.default": "This is the default head; `aiayn serve --alignment-head L:H` chooses another.",
+  "align.chosen.given": "Chosen with --alignment-head {spec}.",
+  "align.chosen.best":
+    "Chosen with --alignment-head best: the head with the lowest alignment error rate on the built-in task's gold " +
+    "alignments.",
+  "align.chosen.ranking": "Chosen with --alignment-head FILE: the best head of an `aiayn heads --json` ranking.",
+  "align.cell": "aligned ({link})",
   "lines.title": "Lines: who looks at whom",
   "lines.explain":
     "Left: queries; right: keys. A line's strength is the weight. Hover, focus or click a token on the " +
@@ -132,9 +148,21 @@ export const TEXT_EN = {
     "Click a row label of the matrix (or focus it and press Enter) to see how that row's weights are " +
     "computed.",
   "step.mean": "The step view shows one head: “mean” has no single q, K and V. Choose a layer and a head.",
-  "step.words":
-    "Word view: the row of “{word}” is the mean of its pieces' rows; this is the computation for its " +
-    "first piece.",
+  "step.word_for": "{kind}, layer {layer}, head {head}, the row of the word “{word}” (word row {row})",
+  "step.word_rnn_for": "the row of the word “{word}” (word row {row})",
+  "step.word_explain":
+    "Word view: the row of “{word}” is the mean of the rows of its {n} pieces, and a key word's weight is the " +
+    "sum of its pieces' weights, as the heatmap merges them. In the table, each piece column is one piece's " +
+    "softmax row, computed step by step, with its keys merged into words; their mean is the word's row on the " +
+    "heatmap.",
+  "step.word_one":
+    "Word view: “{word}” is a single piece, so its row is that piece's softmax row with the keys merged into " +
+    "words (a key word's weight is the sum of its pieces' weights), as on the heatmap.",
+  "step.key_word": "key word", "step.word_mean": "word row = mean",
+  "step.word_check":
+    "The heatmap draws the same row from maps rounded to 3 decimals; here each softmax is computed afresh.",
+  "step.word_pick": "How each of its rows is computed:",
+  "step.piece_for": "piece “{piece}” (row {row}) of the word “{word}”",
   "step.for": "{kind}, layer {layer}, head {head}, query “{query}” (row {row})",
   "step.rnn_for": "decoder step t = {row}, input “{query}”",
   "step.transformer":

@@ -54,6 +54,18 @@ export const TEXT_KO = {
   "matrix.title": "어텐션 행렬",
   "axis.keys": "키 → (보이는 쪽)", "axis.queries": "쿼리 ↓ (보는 쪽)",
   "axis.decoder_row": "행 = 디코더 입력 → 그 시점이 예측하는 토큰", "legend.masked": "마스킹: −∞ → 0",
+  "align.toggle": "단어 정렬",
+  "align.legend": "테두리 친 칸: 단어 정렬입니다. 출력 단어마다 {from}에서 가중치가 가장 큰 소스 단어를 연결합니다 (</s>는 제외).",
+  "align.own": "`aiayn translate --alignment`가 이 번역에 대해 출력하는 연결과 같습니다.",
+  "align.forced": "주어진 타깃 문장의 어텐션에 같은 규칙을 적용한 연결입니다.",
+  "align.pieces": "조각 보기에서는 연결마다 두 단어의 조각 전부를 한 상자로 묶어 표시합니다.",
+  "align.head": "디코더 {layer}층의 헤드 {head}", "align.layer_mean": "디코더 {layer}층의 헤드 평균",
+  "align.rnn": "RNN 디코더의 어텐션 분포",
+  "align.chosen.default": "기본값이며, 다른 헤드는 `aiayn serve --alignment-head L:H`로 고를 수 있습니다.",
+  "align.chosen.given": "--alignment-head {spec}로 고른 헤드입니다.",
+  "align.chosen.best": "--alignment-head best로 고른 헤드, 곧 내장 과제의 정답 정렬에서 정렬 오류율(AER)이 가장 낮은 헤드입니다.",
+  "align.chosen.ranking": "--alignment-head FILE로 고른 헤드, 곧 `aiayn heads --json` 순위의 1위 헤드입니다.",
+  "align.cell": "정렬됨 ({link})",
   "lines.title": "선: 누가 누구를 보는가",
   "lines.explain":
     "왼쪽: 쿼리, 오른쪽: 키. 선의 진하기가 어텐션 가중치입니다. 왼쪽 토큰에 마우스를 올리거나 포커스/클릭하세요 (행렬에서 ↑/↓도 됩니다). 클릭하면 단계별 계산이 열립니다. " +
@@ -92,7 +104,19 @@ export const TEXT_KO = {
   "step.title": "단계별 계산",
   "step.empty": "행렬의 행 이름을 클릭하면 (또는 포커스 후 Enter) 그 행의 가중치가 어떻게 계산되는지 보여 줍니다.",
   "step.mean": "단계별 보기는 헤드 하나를 보여 줍니다. “평균”에는 하나의 q, K, V가 없습니다. 층과 헤드를 고르세요.",
-  "step.words": "단어 보기: “{word}”의 행은 그 조각들 행의 평균입니다. 여기서는 첫 조각의 계산을 보여 줍니다.",
+  "step.word_for": "{kind}, {layer}층, 헤드 {head}, 단어 “{word}”의 행 (단어 {row}행)",
+  "step.word_rnn_for": "단어 “{word}”의 행 (단어 {row}행)",
+  "step.word_explain":
+    "단어 보기: “{word}”의 행은 이 단어를 이루는 조각 {n}개의 행을 평균한 것이고, 키 쪽 단어의 가중치는 그 조각들의 가중치를 더한 것입니다. 히트맵도 " +
+    "이렇게 합칩니다. 표에서 조각 열 하나하나는 조각 하나의 소프트맥스 행을 단계별로 계산해 키를 단어로 합친 것이고, 그 평균이 히트맵에 보이는 이 단어의 " +
+    "행입니다.",
+  "step.word_one":
+    "단어 보기: “{word}”는 조각 하나로 이루어져 있으므로, 그 행은 이 조각의 소프트맥스 행에서 키를 단어로 합친 것(키 단어의 가중치 = 그 조각들의 가중치 " +
+    "합)이며 히트맵과 같습니다.",
+  "step.key_word": "키 단어", "step.word_mean": "단어의 행 = 평균",
+  "step.word_check": "히트맵은 같은 행을 소수점 셋째 자리로 반올림한 맵으로 그리고, 여기서는 소프트맥스를 조각마다 새로 계산합니다.",
+  "step.word_pick": "조각별 계산 보기:",
+  "step.piece_for": "단어 “{word}”의 조각 “{piece}” ({row}행)",
   "step.for": "{kind}, {layer}층, 헤드 {head}, 쿼리 “{query}” ({row}행)",
   "step.rnn_for": "디코더 시점 t = {row}, 입력 “{query}”",
   "step.transformer":

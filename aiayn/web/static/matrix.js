@@ -1,5 +1,6 @@
 // What one attention matrix shows: its rows (queries) and columns (keys) as pieces or words (the
-// server's word groups), its weights (one head, or a mean), which cells are masked, and the heatmap.
+// server's word groups), its weights (one head, or a mean), which cells are masked, the cells of the
+// server's word alignment, and the heatmap.
 import {esc, showPiece} from "./api.js";
 import {t} from "./i18n.js";
 
@@ -39,14 +40,46 @@ export function pieceMatrix(maps, layer, head) {
   return out;
 }
 
+export function keySum(view, row, ki) {
+  // one piece row's weight on key column ki: the sum over the key word's pieces (one piece: itself)
+  let sum = 0;
+  for (const k of view.kGroups[ki]) sum += row[k];
+  return sum;
+}
+
+export function viewCell(view, pieces, qi, ki) {
+  // keys of a word summed, queries of a word averaged (aiayn.inspect.capture.merge_subwords); pieces[q]:
+  // the row of piece q (only the rows of qi's pieces are read)
+  if (isMasked(view, qi, ki)) return 0;
+  let sum = 0;
+  for (const q of view.qGroups[qi]) sum += keySum(view, pieces[q], ki);
+  return sum / view.qGroups[qi].length;
+}
+
 export function viewMatrix(view, pieces) {
-  // keys of a word summed, queries of a word averaged (aiayn.inspect.capture.merge_subwords)
-  return view.qGroups.map((qg, qi) => view.kGroups.map((kg, ki) => {
-    if (isMasked(view, qi, ki)) return 0;
-    let sum = 0;
-    for (const q of qg) for (const k of kg) sum += pieces[q][k];
-    return sum / qg.length;
-  }));
+  return view.qGroups.map((_, qi) => view.kGroups.map((_, ki) => viewCell(view, pieces, qi, ki)));
+}
+
+export function alignedCells(data, view) {
+  // the server's word links "i-j" (source word i, output word j) on the cross-attention's cells: cell
+  // (j, i) in the word view; in the piece view every cell of word j's pieces x word i's pieces, outlined
+  // as one box. -> Map "q,k" -> {link, edges: [top, right, bottom, left]}
+  const cells = new Map(), src = data.words.source[1], tgt = data.words.target[1];
+  for (const link of data.alignment.links.split(" ").filter(Boolean)) {
+    const [i, j] = link.split("-").map(Number);
+    const rows = view.words ? [j] : tgt[j], cols = view.words ? [i] : src[i];
+    for (const q of rows) for (const k of cols) {
+      cells.set(`${q},${k}`, {link, edges: [q === rows[0], k === cols.at(-1), q === rows.at(-1), k === cols[0]]});
+    }
+  }
+  return cells;
+}
+
+function outline(edges) {
+  // inset strokes on the box's outer edges (a box-shadow: the cell keeps its size and its shade)
+  const [top, right, bottom, left] = edges, w = "3px", c = "var(--aligned)";
+  return [top && `inset 0 ${w} 0 ${c}`, right && `inset -${w} 0 0 ${c}`, bottom && `inset 0 -${w} 0 ${c}`,
+          left && `inset ${w} 0 0 ${c}`].filter(Boolean).join(", ");
 }
 
 export function shade(w, rowMax, scale) {
@@ -94,6 +127,11 @@ export function drawMatrix(box, view, matrix, opts) {
         td.style.background = `rgba(29, 78, 216, ${shade(w, rowMax, opts.scale).toFixed(3)})`;
         if (shade(w, rowMax, opts.scale) > 0.55) td.classList.add("dark");
         if (opts.numbers) td.textContent = w.toFixed(2).replace(/^0/, "");  // the legend's units (0-1)
+      }
+      const aligned = opts.aligned && opts.aligned.get(`${q},${k}`);
+      if (aligned) {
+        td.dataset.aligned = aligned.link; td.classList.add("aligned"); td.style.boxShadow = outline(aligned.edges);
+        td.title += ` · ${t("align.cell", {link: aligned.link})}`;
       }
     });
   });

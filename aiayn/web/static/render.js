@@ -1,7 +1,7 @@
 // Drawing every panel of the current view from the page's state S alone (owned by app.js, passed in).
 import {esc, showPiece} from "./api.js";
 import {lang, nth, t} from "./i18n.js";
-import {axesView, drawLegend, drawMatrix, pieceMatrix, topKeys, viewMatrix} from "./matrix.js";
+import {alignedCells, axesView, drawLegend, drawMatrix, pieceMatrix, topKeys, viewMatrix} from "./matrix.js";
 import {drawHeadChips, drawLines, drawOverview, headColour} from "./overview.js";
 
 const $ = id => document.getElementById(id);
@@ -22,15 +22,37 @@ export function caption(S) {
   return `${which(S)} · “${S.data.source_tokens.map(showPiece).join(" ")}” → “${S.data.translation}”${forced}`;
 }
 
+function alignLegend(S) {
+  // where the server's word links come from (aiayn serve --alignment-head), in words
+  const a = S.data.alignment, rnn = S.data.arch === "rnn";
+  const from = rnn ? t("align.rnn") : a.head === null ? t("align.layer_mean", {layer: nth(a.layer)})
+    : t("align.head", {layer: nth(a.layer), head: nth(a.head)});
+  const spec = `${nth(a.layer)}:${a.head === null ? "mean" : nth(a.head)}`;
+  const parts = [t("align.legend", {from}), rnn ? "" : t("align.chosen." + a.chosen, {spec}),
+                 t(S.data.teacher_forced ? "align.forced" : "align.own"), S.words ? "" : t("align.pieces")];
+  return parts.filter(Boolean).join(" ");
+}
+
+function renderAlignment(S, view) {
+  // the word alignment's toggle and legend (cross-attention only) -> the cells to outline, or null
+  const cross = S.kind === "cross" && Boolean(S.data.alignment), on = cross && S.align;
+  $("align-row").hidden = !cross;
+  $("alignment").checked = S.align;
+  $("align-legend").hidden = !on;
+  $("align-legend").textContent = on ? alignLegend(S) : "";
+  return on ? alignedCells(S.data, view) : null;
+}
+
 export function renderMaps(S, handlers) {
-  const view = currentView(S), matrix = currentMatrix(S, view);
+  const view = currentView(S), matrix = currentMatrix(S, view), aligned = renderAlignment(S, view);
   $("kind-explain").textContent = t("explain." + S.kind);
   $("words-rule").hidden = !S.words;
   $("row-note").hidden = S.kind === "encoder_self";
   $("matrix-caption").textContent = caption(S);
   drawLegend($("legend"), S.scale);
   drawOverview($("overview"), S.data.maps[S.kind], view, S, handlers.pickHead);
-  drawMatrix($("heatmap"), view, matrix, {caption: caption(S), query: S.query, scale: S.scale, numbers: S.numbers});
+  drawMatrix($("heatmap"), view, matrix, {caption: caption(S), query: S.query, scale: S.scale, numbers: S.numbers,
+                                          aligned});
   renderFocus(S, handlers, view, matrix);
   return view;
 }

@@ -1,12 +1,13 @@
 // The page's address restores a view: the sentence, the target (teacher forcing), the beam, the kind,
-// layer, head (1-based, as the page shows them), the word view and the query row.
+// layer, head (1-based, as the page shows them), the word view, the word-alignment overlay and the query row.
 
 export function readUrl() {
   const p = new URLSearchParams(window.location.search);
   const int = (name, base = 0) => (p.has(name) && /^\d+$/.test(p.get(name)) ? Number(p.get(name)) - base : null);
   const index = name => (p.get(name) === "mean" ? "mean" : int(name, 1));
   return {text: p.get("text") || "", target: p.get("target") || "", beam: int("beam"), kind: p.get("kind"),
-          layer: index("layer"), head: index("head"), query: int("q"), words: p.get("words") === "1"};
+          layer: index("layer"), head: index("head"), query: int("q"), words: p.get("words") === "1",
+          align: p.get("align") === "1"};
 }
 
 export function writeUrl(S, text, target) {
@@ -19,6 +20,7 @@ export function writeUrl(S, text, target) {
   const one = v => (v === "mean" ? "mean" : String(Number(v) + 1));
   p.set("layer", one(S.layer)); p.set("head", one(S.head));
   if (S.words) p.set("words", "1");
+  if (S.align) p.set("align", "1");
   if (S.query !== null) p.set("q", String(S.query));
   const url = `${window.location.pathname}?${p.toString()}`;
   if (url !== window.location.pathname + window.location.search) window.history.replaceState(null, "", url);
