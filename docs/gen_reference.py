@@ -160,7 +160,8 @@ def cli_page(lang: str = "en") -> str:
     found = commands(parser)
     lines += [f"| [`{name}`](#{name.replace(' ', '-')}) | {cell(text)} |" for name, text, _ in found]
     for name, text, sub in found:
-        lines += ["", f"## {name}", "", cell(text), "", "```text", usage(sub), "```", "",
+        about = [cell(sub.description), ""] if sub.description else []  # `aiayn NAME --help`'s paragraph
+        lines += ["", f"## {name}", "", cell(text), "", *about, "```text", usage(sub), "```", "",
                   *options_table(sub, lang)]
     return "\n".join(lines) + "\n"
 

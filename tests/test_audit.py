@@ -134,3 +134,28 @@ def test_the_report_never_replaces_a_corpus(tmp_path, capsys):
     before = train[0].read_bytes()
     assert main(["audit", "--train", *map(str, train), "--json", str(train[0])]) == 2
     assert "is also an input" in capsys.readouterr().err and train[0].read_bytes() == before
+
+
+def test_the_report_counts_in_words_and_escapes_once(tmp_path, capsys):
+    """One line is "1 line"; a control character shows as repr writes it (\\x07), not escaped twice."""
+    from aiayn.cli import main
+
+    train = _pair(tmp_path, "train", ["A bell\x07rings."], ["Eine Glocke läutet."])
+    assert main(["audit", "--train", *map(str, train)]) == 0
+    out = capsys.readouterr().out
+    assert "train: 1 line (" in out and "1 lines" not in out
+    assert "line 1 (source): 'A bell\\x07rings.'" in out and "\\\\x07" not in out
+    report = audit_corpus({"train": _pair(tmp_path, "more", CLEAN_EN, CLEAN_DE)})
+    assert "train: 4 lines (" in report_text(report)
+    short = _write(tmp_path / "one.de", CLEAN_DE[:3])
+    with pytest.raises(CorpusError, match="1 more line than"):
+        audit_corpus({"train": (train[0].with_name("more.en"), short)})
+
+
+def test_audit_help_says_when_it_exits_non_zero(capsys):
+    from aiayn.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["audit", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "exits 0, findings or not" in help_text and "Exits 2" in help_text

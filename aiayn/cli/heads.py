@@ -9,6 +9,10 @@ MODEL_HELP = "checkpoint directory, or a training output directory (then average
 GOLD_HELP = ("gold word alignments, one Pharaoh line per sentence pair: i-j (sure) or i?j (possible), source word "
              "i, target word j, 0-based over the lines split at whitespace (default: a model of the built-in "
              "number task uses the task's own gold; otherwise heads are ranked by attention statistics)")
+AUDIT_DESCRIPTION = ("Prints what it finds and exits 0, findings or not. Exits 2, with one line naming the file, "
+                     "when a file cannot be read (missing, a directory, a damaged .gz, over the size limits), when the "
+                     "two sides of a split have different line counts, or when --json cannot be written (or names an "
+                     "input); 130 when interrupted (Ctrl-C).")
 
 
 def add_alignment_head(p) -> None:
@@ -48,7 +52,8 @@ def add_parsers(sub) -> None:
                    "and stop")
 
     p = sub.add_parser("audit", help="check a parallel corpus: test/dev sentences in the training data, duplicates, "
-                       "copies, length outliers, wrong script, encoding")
+                       "copies, length outliers, wrong script, encoding",
+                       description=AUDIT_DESCRIPTION)
     p.add_argument("--train", nargs=2, metavar=("SRC", "TGT"), required=True, help="training files")
     p.add_argument("--dev", nargs=2, metavar=("SRC", "TGT"), help="development files")
     p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"), help="test files")

@@ -42,8 +42,8 @@ def _pairs(src_path, tgt_path):
     tgt_rest = sum(1 for _ in tgt_lines)
     for path, more in ((src_path, src_rest), (tgt_path, tgt_rest)):
         if more:
-            raise CorpusError(f"{path}: {more:,} more lines than its partner's {number:,}; a parallel corpus needs "
-                              f"one target line per source line")
+            raise CorpusError(f"{path}: {more:,} more line{'' if more == 1 else 's'} than its partner's {number:,}; "
+                              f"a parallel corpus needs one target line per source line")
 
 
 def _line_checks(found: dict, number: int, src, tgt) -> None:

@@ -13,8 +13,12 @@ FINDINGS = [
 
 
 def _clip(text: str, width: int = 70) -> str:
-    text = text.encode("unicode_escape").decode("ascii") if any(ord(c) < 32 for c in text) else text
+    """The first `width` characters; shown with !r, which writes a control character once as \\x07."""
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _lines(count: int) -> str:
+    return f"{count:,} line{'' if count == 1 else 's'}"
 
 
 def _example(key: str, item) -> str:
@@ -28,7 +32,7 @@ def _example(key: str, item) -> str:
 
 
 def _split_lines(name: str, split: dict, show: int) -> list[str]:
-    out = [f"{name}: {split['lines']:,} lines ({' / '.join(split['files'])})"]
+    out = [f"{name}: {_lines(split['lines'])} ({' / '.join(split['files'])})"]
     found = split["findings"]
     majority = found.get("wrong_script", {}).get("majority", {})
     if majority:
