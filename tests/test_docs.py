@@ -45,6 +45,7 @@ def test_snippet_runs(code):
 
 
 REMOTE = re.compile(r"""<(?:script|link|img)\b[^>]*\b(?:src|href)=["']?(?:https?:)?//""", re.I)
+ABSOLUTE_SWITCH = re.compile(r'<a href="/[^"]*" hreflang=')  # the language selector (overrides/partials)
 
 
 def test_site_builds_strict_and_offline(tmp_path):
@@ -59,6 +60,12 @@ def test_site_builds_strict_and_offline(tmp_path):
     assert (site / "ko" / "learn" / "01-seq2seq" / "index.html").exists()
     fetched = [p for p in pages if REMOTE.search(p.read_text(encoding="utf-8"))]
     assert not fetched, f"pages that load a remote script, stylesheet, font or image: {fetched[:5]}"
+    # relative, as the site's other links are, so that it works served under a sub-path (404.html, served
+    # at any path, is absolute throughout)
+    absolute = [p for p in pages if p.name != "404.html" and ABSOLUTE_SWITCH.search(p.read_text(encoding="utf-8"))]
+    assert not absolute, f"pages whose language selector links to an absolute path: {absolute[:5]}"
+    home = (site / "ko" / "index.html").read_text(encoding="utf-8")
+    assert '<a href="../" hreflang="en"' in home
 
 
 README = DOCS.parent / "README.md"
