@@ -22,6 +22,7 @@ import time
 import torch
 from torch import nn
 
+from aiayn.cpu import prepare_for_cpu
 from aiayn.device import bf16_is_fast
 from aiayn.model import ModelConfig, build_model
 from aiayn.model.embedding import sinusoid_table
@@ -156,6 +157,7 @@ def main():
                                           d_model=args.d_model, n_heads=args.heads, d_ff=args.d_ff,
                                           n_encoder_layers=args.layers, n_decoder_layers=args.layers,
                                           dropout=args.dropout, share_embeddings=True)).train()
+    prepare_for_cpu(ours)  # as the trainer does: its dropout masks
     peers = {}
     for name, select in (("torch (full logits)", False), ("torch (selected logits)", True)):
         torch.manual_seed(0)

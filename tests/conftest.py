@@ -53,6 +53,6 @@ def rnn_dir(tmp_path_factory, tokenizer):
 
 @pytest.fixture(autouse=True)
 def packed_products_on_every_cpu(monkeypatch):
-    """aiayn.model.linear packs small products only on AVX-512 CPUs (where it was measured faster); the
+    """aiayn.cpu.linear packs small products only on AVX-512 CPUs (where it was measured faster); the
     tests run the packed path on every CPU, so that its equivalence is checked wherever they run."""
-    monkeypatch.setattr("aiayn.model.linear.packing_pays", lambda: True)
+    monkeypatch.setattr("aiayn.cpu.linear.packing_pays", lambda: True)

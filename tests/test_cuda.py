@@ -14,9 +14,9 @@ import sys
 import pytest
 import torch
 
+from aiayn.cpu.dropout import dropout
 from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.translator import Translator
-from aiayn.model.dropout import dropout
 from tests.model_helpers import PAD, random_batch, small_model, step_by_step_logprobs
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from aiayn.model.dropout import dropout, keep_mask
+from aiayn.cpu.dropout import dropout, keep_mask
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])

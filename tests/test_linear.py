@@ -1,14 +1,14 @@
 import pytest
 import torch
 
-from aiayn.model.linear import PACK_MIN_OUTPUTS, Linear
-from aiayn.model.output_projection import packs
+from aiayn.cpu.linear import PACK_MIN_OUTPUTS, PackedLinear
+from aiayn.cpu.prepared_weight import packs
 
 
 @pytest.mark.parametrize("rows", [1, 4, PACK_MIN_OUTPUTS // 64, 300])
 def test_linear_equals_torch_linear_packed_or_not(rows):
     torch.manual_seed(0)
-    layer = Linear(32, 64)
+    layer = PackedLinear(32, 64)
     x = torch.randn(rows, 3, 32)
     with torch.no_grad():
         expected = torch.nn.functional.linear(x, layer.weight, layer.bias)
@@ -19,7 +19,7 @@ def test_linear_equals_torch_linear_packed_or_not(rows):
 
 def test_linear_packed_weight_follows_weight_changes():
     torch.manual_seed(0)
-    layer = Linear(32, 64)
+    layer = PackedLinear(32, 64)
     x = torch.randn(400, 32)
     with torch.no_grad():
         layer(x)
@@ -34,7 +34,7 @@ def test_linear_packed_weight_follows_weight_changes():
 
 
 def test_linear_with_autograd_and_state_dict_as_nn_linear():
-    layer = Linear(8, 4)
+    layer = PackedLinear(8, 4)
     assert set(layer.state_dict()) == {"weight", "bias"}
     x = torch.randn(5000, 8, requires_grad=True)
     layer(x).sum().backward()  # grad mode: torch's linear, gradients flow
@@ -44,7 +44,7 @@ def test_linear_with_autograd_and_state_dict_as_nn_linear():
 def test_a_model_with_packed_weights_copies_and_saves(tmp_path):
     import copy
 
-    layer = Linear(128, 384)
+    layer = PackedLinear(128, 384)
     x = torch.randn(256, 128)
     with torch.no_grad():
         expected = layer(x)  # packs where oneDNN is present
@@ -59,10 +59,10 @@ def test_a_model_with_packed_weights_copies_and_saves(tmp_path):
 def test_linear_without_packing_multiplies_by_the_transposed_weight(rows, monkeypatch):
     """Where packing does not pay (CPUs without AVX-512), inference multiplies by W^T kept contiguous
     (in, out): the same numbers as torch's linear, with or without a bias, and remade when W changes."""
-    monkeypatch.setattr("aiayn.model.linear.packing_pays", lambda: False)
+    monkeypatch.setattr("aiayn.cpu.linear.packing_pays", lambda: False)
     torch.manual_seed(0)
     for bias in (True, False):
-        layer = Linear(32, 64, bias=bias)
+        layer = PackedLinear(32, 64, bias=bias)
         x = torch.randn(rows, 3, 32)
         with torch.no_grad():
             torch.testing.assert_close(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))

@@ -3,8 +3,9 @@ import torch
 from model_helpers import PAD, random_batch, small_model, step_by_step_logprobs
 from torch import nn
 
+from aiayn.cpu import prepare_for_cpu
+from aiayn.cpu.prepared_weight import packs
 from aiayn.model import DecoderLayer, EncoderLayer, ModelConfig, build_model, count_parameters, padding_mask
-from aiayn.model.output_projection import packs
 
 
 def copy_mha(ours, theirs):
@@ -97,9 +98,9 @@ def test_cached_decoding_equals_full_forward(norm_first):
 
 def test_packed_products_equal_the_unpacked_model():
     """At 160 rows every decoder product of a step, and the encoder's, runs through oneDNN's packed
-    weights (aiayn/model/linear.py); the step-by-step log-probs equal teacher forcing with autograd on,
+    weights (aiayn/cpu/linear.py); the step-by-step log-probs equal teacher forcing with autograd on,
     where torch's own linear runs."""
-    model = small_model()
+    model = prepare_for_cpu(small_model())
     src, tgt = random_batch(batch=160)
     full = torch.log_softmax(model(src, tgt), -1).detach()
     with torch.no_grad():
@@ -108,16 +109,16 @@ def test_packed_products_equal_the_unpacked_model():
     with torch.no_grad():
         if packs(model.generator.weight):  # oneDNN is present: the packed path did run
             assert all(p._prepared is not None for layer in model.decoder_layers
-                       for p in (layer.ffn.w_1._packed, layer.cross_attn._packed_parts[0, 1]))
+                       for p in (layer.ffn.w_1._packed, layer.cross_attn.in_proj._packed_blocks[0, 1]))
 
 
 @pytest.mark.parametrize("batch", [3, 160])
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_cached_decoding_without_packing_equals_full_forward(batch, norm_first, monkeypatch):
-    """The other CPUs' path (no AVX-512: products by W^T stored contiguous, aiayn/model/linear.py) gives
+    """The other CPUs' path (no AVX-512: products by W^T stored contiguous, aiayn/cpu/linear.py) gives
     the step-by-step log-probs of teacher forcing with autograd on, where torch's own linear runs."""
-    monkeypatch.setattr("aiayn.model.linear.packing_pays", lambda: False)
-    model = small_model(norm_first=norm_first)
+    monkeypatch.setattr("aiayn.cpu.linear.packing_pays", lambda: False)
+    model = prepare_for_cpu(small_model(norm_first=norm_first))
     src, tgt = random_batch(batch=batch)
     full = torch.log_softmax(model(src, tgt), -1).detach()
     with torch.no_grad():
@@ -207,7 +208,8 @@ def test_bad_config_values_are_clear_errors():
 
 
 def test_prepared_output_projection_matches_linear_and_follows_weight_updates():
-    from aiayn.model.output_projection import PreparedWeight, prepare, project
+    from aiayn.cpu.output_projection import project
+    from aiayn.cpu.prepared_weight import PreparedWeight, prepare
 
     weight, bias, hidden = torch.randn(50, 16), torch.randn(50), torch.randn(7, 16)
     expected = nn.functional.linear(hidden, weight, bias)
@@ -228,7 +230,7 @@ def test_decoding_after_a_fused_adam_step_uses_the_new_weights(batch):
     at many rows, the layers' packed weights) must still follow it once the trainer switches to eval mode
     (it did not: in-training dev BLEU was decoded with the weights of the first validation)."""
     torch.manual_seed(0)
-    model = build_model(ModelConfig.preset("tiny", src_vocab_size=30, tgt_vocab_size=30)).eval()
+    model = prepare_for_cpu(build_model(ModelConfig.preset("tiny", src_vocab_size=30, tgt_vocab_size=30))).eval()
     src = torch.randint(4, 30, (batch, 5))
 
     def step_log_probs():

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from aiayn.cpu import prepare_for_cpu
 from aiayn.decoding.batches import encode_sources, max_positions, pad_batch
 from aiayn.decoding.beam import SearchParams
 from aiayn.decoding.beam_trace import BeamTrace, trace_search
@@ -147,8 +148,9 @@ class Translator:
                  backend=None):
         """backend: the decoding engine (aiayn.decoding.engines; default: NativeEngine, this process on
         the model). The model is kept whatever the engine: its size limits, its arch, inspection (aiayn
-        attention, /api/step), attention maps."""
-        self.model, self.tokenizer, self.decode_cfg = model.eval(), tokenizer, decode_cfg
+        attention, /api/step), attention maps. The model is prepared for CPU decoding in place
+        (aiayn.cpu.prepare_for_cpu: the same outputs, faster)."""
+        self.model, self.tokenizer, self.decode_cfg = prepare_for_cpu(model).eval(), tokenizer, decode_cfg
         self.device = torch.device(device)
         self.model_dir = model_dir
         self.backend = backend or NativeEngine(model=self.model, device=self.device)
@@ -184,6 +186,7 @@ class Translator:
             return cls(model, tokenizer, cfg.decode, device, model_dir)
         model_dir = resolve_model_dir(paths[0])
         model, cfg, tokenizer = load_checkpoint(model_dir, device, use_ema)
+        prepare_for_cpu(model)  # here, not only in __init__: forked worker processes take this model
         if compile:
             from aiayn.decoding.compiled import check_compilable
 

@@ -53,10 +53,11 @@ def _start(model, model_dir: str, device: str, use_ema: bool, parent: int, compi
     torch.set_num_threads(1)
     if model is None:
         from aiayn.checkpoint import load_checkpoint
+        from aiayn.cpu import prepare_for_cpu
         from aiayn.device import keep_freed_memory
 
         keep_freed_memory()
-        model, _, _ = load_checkpoint(Path(model_dir), device, use_ema)
+        model = prepare_for_cpu(load_checkpoint(Path(model_dir), device, use_ema)[0])
     from aiayn.decoding.compiled import CompiledDecoder
 
     if isinstance(model, CompiledDecoder):  # forked from a parent that compiled it: ready

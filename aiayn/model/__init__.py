@@ -11,7 +11,8 @@ Every seq2seq model offers one interface, used by decoding and inspection:
   decode_step(tokens (R,), state, return_attention=False) -> (log_probs (R, V), state, maps or None)
   state.select(rows, sentences=None): keep, repeat or permute rows (and sentences; see aiayn/model/decoder_state.py)
 Maps are dicts of attention weights shaped (B, L, H, T, S); forward(..., return_attention=True) returns
-(logits, maps).
+(logits, maps). The modules here are the paper's, plainly; the CPU speed-ups are put in by one explicit
+step beside them, aiayn.cpu.prepare_for_cpu(model) (the Translator and the trainer take it).
 """
 
 from aiayn.model.attention import MultiHeadAttention, scaled_dot_product_attention

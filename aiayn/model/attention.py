@@ -6,9 +6,7 @@ import torch
 from torch import nn
 
 from aiayn.model.decoder_state import LayerCache
-from aiayn.model.linear import Linear, linear
 from aiayn.model.masks import check_mask
-from aiayn.model.output_projection import PreparedWeight
 
 
 def _explicit_attention(q, k, v, mask, dropout_p, is_causal, training):
@@ -68,49 +66,48 @@ def scaled_dot_product_attention(
     return out, None
 
 
+class InProjection(nn.Linear):
+    """[W^Q; W^K; W^V] stacked by rows, (3D, D), as torch stores them: calling it projects an input to Q, K
+    and V with one matmul (self-attention); `blocks` projects by some of the three only (cross-attention's
+    queries by W^Q, its memory by [W^K; W^V])."""
+
+    def blocks(self, x: torch.Tensor, first: int, last: int) -> torch.Tensor:
+        """x (..., D) -> (..., (last - first) D) by blocks first..last-1 (0: W^Q, 1: W^K, 2: W^V)."""
+        rows = slice(first * self.in_features, last * self.in_features)
+        bias = None if self.bias is None else self.bias[rows]
+        return nn.functional.linear(x, self.weight[rows], bias)
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
-    (§3.2.2). W^Q, W^K, W^V are stored stacked in `in_proj` (rows [W^Q; W^K; W^V], as torch does),
-    so self-attention projects with one matmul; d_head = d_model / n_heads."""
+    (§3.2.2). W^Q, W^K, W^V are stored stacked in `in_proj` (an InProjection), so self-attention projects
+    with one matmul; d_head = d_model / n_heads."""
 
     def __init__(self, *, d_model: int, n_heads: int, dropout: float = 0.0):
         super().__init__()
         if d_model % n_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
-        self.in_proj = Linear(d_model, 3 * d_model)
-        self.out_proj = Linear(d_model, d_model)
+        self.in_proj = InProjection(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
         self.dropout = dropout
-        # the oneDNN-packed forms of the row blocks of in_proj that _project multiplies by: Q, K, V, [K; V]
-        self._packed_parts = {part: PreparedWeight() for part in ((0, 1), (1, 2), (2, 3), (1, 3))}
-
-    def train(self, mode: bool = True):
-        for packed in self._packed_parts.values():  # as Linear.train: an optimizer may skip version bumps
-            packed.clear()
-        return super().train(mode)
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         # (B, T, D) -> (B, H, T, d_head)
         return x.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
-
-    def _project(self, x: torch.Tensor, part: slice) -> torch.Tensor:
-        d = self.d_model
-        rows = slice(part.start * d, part.stop * d)
-        packed = self._packed_parts[part.start, part.stop]
-        return linear(x, self.in_proj.weight[rows], self.in_proj.bias[rows], packed)
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Self-attention: x (B, T, D) -> q, k, v each (B, H, T, d_head), one matmul."""
         return tuple(self._split_heads(t) for t in self.in_proj(x).chunk(3, dim=-1))
 
     def project_q(self, x: torch.Tensor) -> torch.Tensor:
-        return self._split_heads(self._project(x, slice(0, 1)))
+        return self._split_heads(self.in_proj.blocks(x, 0, 1))
 
     def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if key is value:  # cross-attention: memory projected to K and V with one matmul
-            k, v = self._project(key, slice(1, 3)).chunk(2, dim=-1)
+            k, v = self.in_proj.blocks(key, 1, 3).chunk(2, dim=-1)
         else:
-            k, v = self._project(key, slice(1, 2)), self._project(value, slice(2, 3))
+            k, v = self.in_proj.blocks(key, 1, 2), self.in_proj.blocks(value, 2, 3)
         return self._split_heads(k), self._split_heads(v)
 
     def attend(self, q, k, v, mask=None, need_weights=False, is_causal=False):
@@ -137,7 +134,7 @@ class MultiHeadAttention(nn.Module):
         sentence's G queries attend its keys as one (G, S) product, so the K/V are neither copied per beam
         nor re-selected when beams are reordered. -> (out (R, D), weights (R, H, 1, S) | None)."""
         R, B, H, d = x.size(0), k.size(0), self.n_heads, self.d_head
-        q = self._project(x, slice(0, 1)).view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d_head)
+        q = self.in_proj.blocks(x, 0, 1).view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d_head)
         if need_weights:
             heads, weights = scaled_dot_product_attention(q, k, v, mask, 0.0, True)  # (B', H, G, d_head)
             weights = weights.transpose(1, 2).reshape(R, H, 1, weights.size(-1))  # (B', H, G, S) -> (R, H, 1, S)

@@ -60,18 +60,15 @@ class LayerCache:
 @dataclass
 class TransformerState:
     """Explicit KV cache of the Transformer decoder. src_mask (B', 1, 1, S), per sentence;
-    step = tokens decoded so far; generator: the output projection's weight prepared for decoding steps
-    (aiayn/model/output_projection.py), generator_bias (V,) or None."""
+    step = tokens decoded so far."""
 
     layers: list[LayerCache]
     src_mask: torch.Tensor
-    generator: torch.Tensor
-    generator_bias: torch.Tensor | None = None
     step: int = 0
 
     def select(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> "TransformerState":
         return TransformerState([c.select(rows, sentences) for c in self.layers], _pick(self.src_mask, sentences),
-                                self.generator, self.generator_bias, self.step)
+                                self.step)
 
 
 @dataclass

@@ -6,8 +6,6 @@ are departures chosen by the model config."""
 import torch
 from torch import nn
 
-from aiayn.model.linear import Linear
-
 ACTIVATIONS = {"relu": nn.functional.relu, "gelu": nn.functional.gelu, "silu": nn.functional.silu}
 
 
@@ -16,8 +14,8 @@ class PositionwiseFeedForward(nn.Module):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        self.w_1 = Linear(d_model, d_ff)
-        self.w_2 = Linear(d_ff, d_model)
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
         self.activation = ACTIVATIONS[activation]
         # The paper applies dropout only to sublayer outputs; inner dropout is an explicit departure.
         self.activation_dropout = activation_dropout

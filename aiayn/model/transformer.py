@@ -11,11 +11,9 @@ from torch import nn
 
 from aiayn.model.attention import MultiHeadAttention
 from aiayn.model.decoder_state import LayerCache, TransformerState
-from aiayn.model.dropout import dropout
 from aiayn.model.embedding import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, TokenEmbedding
 from aiayn.model.feed_forward import PositionwiseFeedForward
 from aiayn.model.masks import padding_mask
-from aiayn.model.output_projection import PreparedWeight, project
 
 
 class _Sublayers(nn.Module):
@@ -23,7 +21,7 @@ class _Sublayers(nn.Module):
 
     def __init__(self, *, dropout: float, norm_first: bool):
         super().__init__()
-        self.dropout, self.norm_first = dropout, norm_first
+        self.residual_dropout, self.norm_first = nn.Dropout(dropout), norm_first
 
     def sublayer_input(self, x, norm):
         """What the sublayer reads: LayerNorm(x) pre-LN, x post-LN."""
@@ -31,7 +29,8 @@ class _Sublayers(nn.Module):
 
     def sublayer_output(self, x, out, norm):
         """The new residual stream from x and the sublayer's output (dropout on it, §5.4)."""
-        out = dropout(out, self.dropout, self.training)
+        if self.training:  # (a decoding step skips the call: three per layer)
+            out = self.residual_dropout(out)
         return x + out if self.norm_first else _layer_norm(x + out, norm)  # §3.1 LayerNorm(x + Sublayer(x))
 
     def residual(self, x, norm, sublayer):
@@ -129,12 +128,13 @@ class Transformer(nn.Module):
         if share_embeddings and src_vocab_size != tgt_vocab_size:
             raise ValueError(f"share_embeddings needs one joint vocabulary, but src_vocab_size="
                              f"{src_vocab_size} != tgt_vocab_size={tgt_vocab_size}")
-        self.pad_id, self.d_model, self.dropout = pad_id, d_model, dropout
+        self.pad_id, self.d_model = pad_id, d_model
         self.src_embed = TokenEmbedding(vocab_size=src_vocab_size, d_model=d_model, pad_id=pad_id)
         self.tgt_embed = self.src_embed if share_embeddings else \
             TokenEmbedding(vocab_size=tgt_vocab_size, d_model=d_model, pad_id=pad_id)
         pos_cls = SinusoidalPositionalEncoding if positional == "sinusoidal" else LearnedPositionalEmbedding
         self.positional = pos_cls(d_model=d_model, max_len=max_len)
+        self.embed_dropout = nn.Dropout(dropout)  # §5.4 P_drop on the sums of embeddings and positions
         layer_args = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout,
                           attention_dropout=attention_dropout, activation=activation, norm_first=norm_first,
                           layer_norm_eps=layer_norm_eps)
@@ -149,17 +149,10 @@ class Transformer(nn.Module):
             nn.init.zeros_(self.generator.bias)
         if tie_output or share_embeddings:  # §3.4: output projection shares the embedding matrix
             self.generator.weight = self.tgt_embed.weight
-        self._prepared_generator = PreparedWeight()  # decoding's form of generator.weight (not in checkpoints)
-
-    def train(self, mode: bool = True):
-        """As nn.Module.train (eval() calls it too), and forgets the prepared generator weight: an optimizer
-        may have changed the weight without a version bump (see PreparedWeight)."""
-        self._prepared_generator.clear()
-        return super().train(mode)
 
     def _embed(self, embedding, tokens, offset=0):
         x = self.positional(embedding(tokens), offset)  # §3.4 + §3.5
-        return dropout(x, self.dropout, self.training)  # §5.4 P_drop on embeddings
+        return self.embed_dropout(x) if self.training else x  # §5.4 P_drop on embeddings
 
     def encode(self, src: torch.Tensor, return_attention: bool = False):
         """src (B, S) -> (memory (B, S, D), encoder self-attention (B, L, H, S, S) or None)."""
@@ -207,8 +200,7 @@ class Transformer(nn.Module):
         """One row per sentence. Every layer's cross-attention K/V are computed once, per sentence; the
         self-attention cache starts empty."""
         caches = [LayerCache(*layer.cross_attn.project_kv(memory, memory)) for layer in self.decoder_layers]
-        generator = self._prepared_generator.get(self.generator.weight)
-        return TransformerState(caches, padding_mask(src, self.pad_id), generator, self.generator.bias)
+        return TransformerState(caches, padding_mask(src, self.pad_id))
 
     def decode_step(self, tokens: torch.Tensor, state: TransformerState, return_attention: bool = False):
         """tokens (R,) = the newest target token of each row -> (log_probs (R, V), state (updated in place,
@@ -221,7 +213,7 @@ class Transformer(nn.Module):
             self_ws.append(self_w)
             cross_ws.append(cross_w)
         state.step += 1
-        logits = project(self.decoder_norm(x), state.generator, state.generator_bias).float()  # (R, V)
+        logits = self.generator(self.decoder_norm(x)).float()  # §3.4 (R, V)
         if logits.requires_grad:
             log_probs = torch.log_softmax(logits, dim=-1)
         else:  # in place, the same numbers: no second (R, V) buffer, 1.5x faster at (256, 10000) here

@@ -32,8 +32,9 @@ def micro_batch_seed(seed: int, step: int, index: int) -> int:
 
 
 def check_micro_batch_workers(cfg, *, distributed: bool, device: torch.device) -> None:
-    """The workers' dropout is exact only where every mask comes from aiayn.model.dropout (the
-    Transformer's residual dropout) on a CPU, and they replace torchrun's gradient all-reduce."""
+    """The workers' dropout is exact only where every mask comes from aiayn.cpu.dropout (the Transformer's
+    residual dropout, once the trainer has prepared the model) on a CPU, and they replace torchrun's
+    gradient all-reduce."""
     workers, m = cfg.train.micro_batch_workers, cfg.model
     if not workers:
         return

@@ -24,12 +24,13 @@ from aiayn.checkpoint import (
     save_checkpoint,
     step_checkpoints,
 )
+from aiayn.cpu import prepare_for_cpu
+from aiayn.cpu.dropout import mask_generator
 from aiayn.data.batching import collate, make_batches
 from aiayn.data.corpora import epoch_batches
 from aiayn.data.tokenizer import TOKENIZER_FILES
 from aiayn.device import bf16_is_fast, release_free_heap
 from aiayn.io import write_text_atomic
-from aiayn.model.dropout import mask_generator
 from aiayn.training import distributed as D
 from aiayn.training.adam import Adam
 from aiayn.training.loss import TrainingObjective
@@ -49,7 +50,9 @@ class Trainer:
         self.cfg, self.tc, self.tokenizer = cfg, cfg.train, tokenizer
         self.device = torch.device(device or "cpu")
         self.dist = dist_info or D.DistInfo()
-        self.model = model.to(self.device)
+        # the CPU speed-ups (aiayn.cpu), in place: its dropout masks are what micro-batch workers and exact
+        # resume rely on, and validation and dev BLEU decode faster
+        self.model = prepare_for_cpu(model.to(self.device))
         self.bf16 = self.tc.bf16 and bf16_is_fast(self.device)
         if self.tc.bf16 and not self.bf16:
             log.warning("train.bf16: this %s has no hardware bf16 matmuls (a CPU needs AVX-512), and emulated bf16 "

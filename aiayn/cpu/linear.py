@@ -2,13 +2,13 @@
 
 A decoding step of beam search at batch 64 multiplies 256 rows (sentences x beams) by every small weight of
 the decoder; encoding multiplies B x S rows. On CPU in float32, oneDNN's linear with its weight packed once
-into its blocked layout (torch.ops.mkldnn, as in output_projection.py) was faster than
+into its blocked layout (torch.ops.mkldnn, prepared_weight.py) was faster than
 torch.nn.functional.linear from about 8192 outputs (rows x out_features) up, about half the time at 256
 rows, and slower below (its call costs ~12 us, against ~8 us for a 4-row product), measured on this machine
 for the d_model-128 shapes (BENCHMARKS.md, decoding speed). Both gave the same numbers here. So `linear` packs
 only for products that large, only without autograd (inference, validation) and outside autocast (whose
 bf16 casts it would skip); training is untouched. All that was on a CPU with AVX-512. On an AVX2-only CPU
-(2026-11-25, another "AMD EPYC") the packed product was 0-22% slower than torch's for these small weights at
+(an "AMD EPYC") the packed product was 0-22% slower than torch's for these small weights at
 256 rows (still faster for the (10000, 128) output projection, which output_projection.py packs anyway), so
 there `linear` does not pack. There it multiplies by W^T stored contiguous, (in, out), with addmm instead:
 beam search with those products was 4-5% faster at batch 1 and batch 64 than with torch's linear on the
@@ -20,7 +20,8 @@ import functools
 import torch
 from torch import nn
 
-from aiayn.model.output_projection import PreparedWeight, packs
+from aiayn.cpu.prepared_weight import PreparedWeight, packs
+from aiayn.model.attention import InProjection
 
 PACK_MIN_OUTPUTS = 8192  # rows x out_features from which the packed product is faster (measured, see above)
 
@@ -47,12 +48,25 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pre
     return out.view(*x.shape[:-1], weight.size(0))
 
 
-class Linear(nn.Linear):
-    """nn.Linear (same parameters, same checkpoints) whose inference-time products go through `linear`."""
+class PackedLinear(nn.Linear):
+    """nn.Linear (the same parameters, the same checkpoints) whose inference-time products go through
+    `linear`. `of` makes one from a model's nn.Linear."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True):
-        super().__init__(in_features, out_features, bias)
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
+        super().__init__(in_features, out_features, bias, device, dtype)
         self._packed = PreparedWeight()  # the inference form of weight: not a parameter or buffer, never saved
+
+    @classmethod
+    def of(cls, plain: nn.Linear) -> nn.Linear:
+        """`plain` itself when it is one already (so preparing twice changes nothing), else one of this class
+        holding plain's own weight and bias Parameters: tied weights stay tied, an optimizer's references
+        stay valid, the state_dict keys and values are plain's. Built on the meta device: no memory, no
+        draws from the random generator (training's RNG stream is unchanged)."""
+        if isinstance(plain, cls):
+            return plain
+        fast = cls(plain.in_features, plain.out_features, plain.bias is not None, device="meta")
+        fast.weight, fast.bias = plain.weight, plain.bias
+        return fast.train(plain.training)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias, self._packed)
@@ -61,4 +75,26 @@ class Linear(nn.Linear):
         """Forgets the packed weight: an optimizer may have changed the weight without a version bump
         (see PreparedWeight); nn.Module.train/eval reach every submodule, so a model's switch clears all."""
         self._packed.clear()
+        return super().train(mode)
+
+
+class PackedInProjection(PackedLinear, InProjection):
+    """A multi-head attention's stacked [W^Q; W^K; W^V] (InProjection) whose products, of the whole weight
+    and of its row blocks (Q alone, K, V, [K; V]), go through `linear`, each block's packed form kept."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
+        super().__init__(in_features, out_features, bias, device, dtype)
+        self._packed_blocks = {}  # (first, last) -> PreparedWeight of those rows; attention asks for 4 kinds
+
+    def blocks(self, x: torch.Tensor, first: int, last: int) -> torch.Tensor:
+        rows = slice(first * self.in_features, last * self.in_features)
+        bias = None if self.bias is None else self.bias[rows]
+        packed = self._packed_blocks.get((first, last))
+        if packed is None:
+            packed = self._packed_blocks[first, last] = PreparedWeight()
+        return linear(x, self.weight[rows], bias, packed)
+
+    def train(self, mode: bool = True):
+        for packed in self._packed_blocks.values():  # as PackedLinear.train: an optimizer may skip version bumps
+            packed.clear()
         return super().train(mode)

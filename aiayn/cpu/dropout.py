@@ -6,6 +6,7 @@ and a uniform draw costs the same per element whatever its dtype (measured here,
 mask is cut from 64-bit draws, four 16-bit words each: a quarter of the draws. The kept probability is
 1 - p rounded to 1/32768 (at worst), the scale stays 1 / (1 - p). The mask is a bool tensor, the one
 thing autograd keeps for the backward (1 byte an element), and the output keeps the input's dtype.
+FastDropout is the nn.Dropout that draws it: prepare_for_cpu puts it in the Transformer's residual dropout.
 """
 
 import contextlib
@@ -15,6 +16,7 @@ import sys
 import threading
 
 import torch
+from torch import nn
 
 # random_() fills an int64 with 63 random bits: of its four 16-bit words, the most significant has only 15
 # (it is never negative). Its position in memory depends on the byte order.
@@ -59,3 +61,15 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     if x.device.type != "cpu" or p > 0.999:  # near 1 the int16 thresholds would overflow
         return torch.nn.functional.dropout(x, p, True)
     return x * keep_mask(x.shape, p, x.device) * (1.0 / (1.0 - p))
+
+
+class FastDropout(nn.Dropout):
+    """nn.Dropout (the same p, no state) whose mask is `keep_mask`'s."""
+
+    @classmethod
+    def of(cls, plain: nn.Dropout) -> nn.Dropout:
+        """`plain` itself when it is one already, else one of this class with plain's p and mode."""
+        return plain if isinstance(plain, cls) else cls(plain.p).train(plain.training)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return dropout(x, self.p, self.training)
