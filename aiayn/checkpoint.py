@@ -1,6 +1,6 @@
-"""Checkpoint directories: saving, loading (with consistency checks), averaging, finding the model in a
-run directory. Training, decoding, export and inspection all import this module; it imports nothing
-from them. Files are written through aiayn.io.
+"""Checkpoint directories: saving, loading (with consistency checks), averaging. Which checkpoint a run
+directory means is aiayn.run_dir's. Training, decoding, export and inspection all import this module; it
+imports nothing from them. Files are written through aiayn.io.
 
 A checkpoint is a directory, written under a unique temporary name and renamed into place:
 
@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import re
 import warnings
 from pathlib import Path
 
@@ -30,17 +29,12 @@ from safetensors.torch import load_file, save_file, save_model
 from aiayn import io
 from aiayn.config import ExperimentConfig, config_from_dict, config_yaml, parse_yaml
 from aiayn.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_dir
-from aiayn.errors import AiaynError
+from aiayn.errors import CheckpointError
 from aiayn.io import atomic_dir
 from aiayn.model import build_model
 
 log = logging.getLogger(__name__)
-STEP_NAME = re.compile(r"step_\d{8}")
 EXPORT_MARKER = "aiayn_export.json"
-
-
-class CheckpointError(AiaynError):
-    pass
 
 
 # ---- where outputs may go ---------------------------------------------------------------------------
@@ -214,49 +208,6 @@ def load_trainer_state(path: Path) -> dict:
         else:
             reason = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:100]}".rstrip(": ")
         raise CheckpointError(f"{file}: damaged, or not a trainer state aiayn wrote ({reason})") from None
-
-
-# ---- runs: which checkpoint ------------------------------------------------------------------------
-def step_checkpoints(run_dir: str | Path) -> list[Path]:
-    """The run's step_NNNNNNNN checkpoint directories, oldest first."""
-    root = Path(run_dir) / "checkpoints"
-    return sorted(p for p in root.glob("step_*") if STEP_NAME.fullmatch(p.name) and p.is_dir())
-
-
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The checkpoint named by `run_dir/latest` (a bare step_NNNNNNNN name, never a path), or None."""
-    latest = Path(run_dir) / "latest"
-    if not latest.exists():
-        return None
-    if not latest.is_file():  # a directory, FIFO or device (/dev/zero) would hang or never end
-        raise CheckpointError(f"{latest}: not a regular file; delete it (the newest checkpoint in "
-                              f"{run_dir}/checkpoints is then used)")
-    with open(latest, "rb") as f:
-        name = f.read(64).decode("utf-8", errors="replace").strip()  # a name is 13 characters
-    if not STEP_NAME.fullmatch(name):
-        raise CheckpointError(f"{latest}: says {name[:80]!r}, not a checkpoint name like step_00000500; "
-                              f"fix or delete the file (the newest checkpoint in {run_dir}/checkpoints is then used)")
-    return Path(run_dir) / "checkpoints" / name
-
-
-def resolve_model_dir(path: str | Path, option: str = "--model") -> Path:
-    """A checkpoint directory, or a training output directory (average, else best, else latest).
-    `option` is the command-line option that gave the path, named in errors."""
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"{path}: no such directory; pass {option} DIR (a checkpoint or training output)")
-    if (path / "model.safetensors").exists():
-        return path
-    for name in ("average", "best"):
-        if (path / name / "model.safetensors").exists():
-            return path / name
-    latest = latest_checkpoint(path)
-    if latest is None and step_checkpoints(path):
-        latest = step_checkpoints(path)[-1]
-    if latest is not None:
-        return latest
-    raise CheckpointError(f"{path}: neither a checkpoint directory (model.safetensors, config.yaml, "
-                          f"tokenizer.model) nor a training output directory; pass {option} DIR")
 
 
 def average_checkpoints(paths: list[Path], out: Path, force: bool = False) -> Path:

@@ -18,3 +18,8 @@ class BudgetExceeded(AiaynError):
 
 class ConfigError(AiaynError):
     """A user mistake in a config file or override (aiayn.config; data sources check theirs too)."""
+
+
+class CheckpointError(AiaynError):
+    """A model, checkpoint or run directory that is missing, damaged or not aiayn's (aiayn.checkpoint,
+    aiayn.run_dir)."""

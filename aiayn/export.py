@@ -107,8 +107,9 @@ def to_ctranslate2(model_dir: str | Path, out_dir: str | Path, force: bool = Fal
         import ctranslate2  # noqa: F401 (here: the error before any work)
     except ImportError as err:
         raise AiaynError("export needs CTranslate2: pip install 'aiayn[export]'") from err
-    from aiayn.checkpoint import EXPORT_MARKER, check_output_dir, load_checkpoint, resolve_model_dir
+    from aiayn.checkpoint import EXPORT_MARKER, check_output_dir, load_checkpoint
     from aiayn.io import atomic_dir
+    from aiayn.run_dir import resolve_model_dir
 
     source = resolve_model_dir(model_dir)
     check_output_dir(out_dir, "export", force, inputs=[model_dir, source])

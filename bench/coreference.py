@@ -99,9 +99,9 @@ def main(argv=None) -> int:
     parser.add_argument("--beam", type=int, default=None, help="beam for the translations (default: the model's)")
     args = parser.parse_args(argv)
 
-    from aiayn.checkpoint import resolve_model_dir
     from aiayn.decoding.translator import Translator
     from aiayn.inspect.capture import capture
+    from aiayn.run_dir import resolve_model_dir
 
     model_dir = resolve_model_dir(args.model)
     items = _held_out(model_dir, args.n)

@@ -17,12 +17,13 @@ import json
 import time
 from pathlib import Path
 
-from aiayn.checkpoint import average_checkpoints, step_checkpoints
+from aiayn.checkpoint import average_checkpoints
 from aiayn.data import multi30k
 from aiayn.data.corpus import read_parallel
 from aiayn.decoding.translator import Translator
 from aiayn.errors import AiaynError
 from aiayn.evaluation import corpus_bleu
+from aiayn.run_dir import step_checkpoints
 
 
 def _averages(model_dir: Path, checkpoints: list[Path]) -> bool:

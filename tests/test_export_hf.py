@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from aiayn.checkpoint import load_checkpoint, resolve_model_dir, save_checkpoint
+from aiayn.checkpoint import load_checkpoint, save_checkpoint
 from aiayn.config import load_config
 from aiayn.data.synthetic import number_task
 from aiayn.decoding.translator import Translator
@@ -17,6 +17,7 @@ from aiayn.errors import AiaynError
 from aiayn.interop.marian import import_marian
 from aiayn.interop.marian_export import export_marian
 from aiayn.model import ModelConfig, build_model
+from aiayn.run_dir import resolve_model_dir
 from aiayn.training.run import prepare_run
 
 transformers = pytest.importorskip("transformers")

@@ -4,10 +4,11 @@ import sys
 
 import pytest
 
-from aiayn.checkpoint import CheckpointError, resolve_model_dir
 from aiayn.cli import main
 from aiayn.decoding.translator import Translator
+from aiayn.errors import CheckpointError
 from aiayn.evaluation import compare_systems, evaluate_corpus
+from aiayn.run_dir import resolve_model_dir
 
 SENTENCES = ["forty five", "three hundred twenty one", "nine"]
 

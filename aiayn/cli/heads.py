@@ -100,7 +100,8 @@ def _write_gold(args) -> int:
     from aiayn.io import write_output_file
 
     if args.model:
-        from aiayn.checkpoint import load_config_file, resolve_model_dir
+        from aiayn.checkpoint import load_config_file
+        from aiayn.run_dir import resolve_model_dir
 
         cfg = load_config_file(resolve_model_dir(args.model))
     else:

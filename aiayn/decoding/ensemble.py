@@ -105,7 +105,8 @@ class Ensemble(torch.nn.Module):
 def load_ensemble(paths: list, weights, device, use_ema: bool):
     """Model directories (as --model takes them) -> (Ensemble, the first model's config, the shared tokenizer,
     the first model's directory)."""
-    from aiayn.checkpoint import load_checkpoint, resolve_model_dir
+    from aiayn.checkpoint import load_checkpoint
+    from aiayn.run_dir import resolve_model_dir
 
     weights = check_weights(weights, len(paths))  # before any model is loaded
     dirs = [resolve_model_dir(p) for p in paths]

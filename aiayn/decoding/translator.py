@@ -170,8 +170,9 @@ class Translator:
         first time, then loaded from the cache, aiayn.decoding.compiled_cache; forked workers share it).
         Also sets glibc to reuse freed memory in this process
         (aiayn.device.keep_freed_memory): decoding is faster."""
-        from aiayn.checkpoint import load_checkpoint, resolve_model_dir
+        from aiayn.checkpoint import load_checkpoint
         from aiayn.device import keep_freed_memory, resolve_device
+        from aiayn.run_dir import resolve_model_dir
 
         paths = list(path) if isinstance(path, (list, tuple)) else [path]
         check_engine_flags(engine, compute_type, workers, compile)

@@ -162,8 +162,9 @@ def _hf_model(model, cfg, tokenizer):
 def export_marian(model_dir: str | Path, out: str | Path, force: bool = False) -> tuple[Path, list[str]]:
     """`aiayn export-hf --model M --out DIR`: write the Marian directory (new or empty, or with force an
     earlier export-hf: nothing else is ever replaced). Returns (DIR, notes for the user)."""
-    from aiayn.checkpoint import EXPORT_MARKER, check_output_dir, load_checkpoint, resolve_model_dir
+    from aiayn.checkpoint import EXPORT_MARKER, check_output_dir, load_checkpoint
     from aiayn.io import atomic_dir
+    from aiayn.run_dir import resolve_model_dir
 
     try:
         import transformers  # noqa: F401 (here: the error before any work)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import torch
 
-from aiayn.checkpoint import CheckpointError
+from aiayn.errors import CheckpointError
 
 
 class Adam:

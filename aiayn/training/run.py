@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from aiayn.checkpoint import load_checkpoint, resolve_model_dir
+from aiayn.checkpoint import load_checkpoint
 from aiayn.config import ExperimentConfig, config_yaml, inherit_model, parse_yaml, to_dict
 from aiayn.data.audit import warn_held_out_in_training
 from aiayn.data.corpora import corpus_tags, encoded_mixture
@@ -29,6 +29,7 @@ from aiayn.device import resolve_device
 from aiayn.errors import AiaynError
 from aiayn.io import write_bytes_atomic, write_text_atomic
 from aiayn.model import build_model, count_parameters
+from aiayn.run_dir import resolve_model_dir
 from aiayn.training import distributed as D
 from aiayn.training.micro_batches import check_micro_batch_workers
 from aiayn.training.run_files import claim_run_entries, open_lock

@@ -21,9 +21,10 @@ import re
 import shutil
 from pathlib import Path
 
-from aiayn.checkpoint import STEP_NAME, average_checkpoints, step_checkpoints
+from aiayn.checkpoint import average_checkpoints
 from aiayn.data.tokenizer import TOKENIZER_FILES
 from aiayn.errors import OutputError
+from aiayn.run_dir import STEP_NAME, step_checkpoints
 
 log = logging.getLogger(__name__)
 RUN_FILES = ("run.json", "config.yaml", "metrics.jsonl", "latest", ".lock", *TOKENIZER_FILES)

@@ -16,21 +16,16 @@ from pathlib import Path
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from aiayn.checkpoint import (
-    CheckpointError,
-    latest_checkpoint,
-    load_trainer_state,
-    read_weights,
-    save_checkpoint,
-    step_checkpoints,
-)
+from aiayn.checkpoint import load_trainer_state, read_weights, save_checkpoint
 from aiayn.cpu import prepare_for_cpu
 from aiayn.cpu.dropout import mask_generator
 from aiayn.data.batching import collate, make_batches
 from aiayn.data.corpora import epoch_batches
 from aiayn.data.tokenizer import TOKENIZER_FILES
 from aiayn.device import bf16_is_fast, release_free_heap
+from aiayn.errors import CheckpointError
 from aiayn.io import write_text_atomic
+from aiayn.run_dir import latest_checkpoint, step_checkpoints
 from aiayn.training import distributed as D
 from aiayn.training.adam import Adam
 from aiayn.training.loss import TrainingObjective
