@@ -40,7 +40,7 @@ docs: $(STAMP)
 
 # what `make test` runs of it (inside pytest): the strict build and every ```python block of docs/
 docs-check: $(STAMP)
-	$(PY) -m pytest -q tests/test_docs.py
+	$(PY) -m pytest -q tests/docs/test_docs.py
 
 demo: $(STAMP)
 	$(VENV)/bin/aiayn demo --out runs/demo

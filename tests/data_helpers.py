@@ -3,11 +3,12 @@
 import os
 from pathlib import Path
 
+from tests.paths import REPO
+
 
 def find_multi30k() -> Path | None:
     """$AIAYN_MULTI30K_DIR, else ../shared/data/multi30k beside the checkout, else /work/shared/data/multi30k."""
-    root = Path(__file__).resolve().parents[1]
-    for candidate in (os.environ.get("AIAYN_MULTI30K_DIR"), root.parent / "shared/data/multi30k",
+    for candidate in (os.environ.get("AIAYN_MULTI30K_DIR"), REPO.parent / "shared/data/multi30k",
                       Path("/work/shared/data/multi30k")):
         if candidate and (Path(candidate) / "val.de.gz").exists():
             return Path(candidate)

@@ -6,11 +6,11 @@ import shutil
 
 import pytest
 import torch
-from cli_helpers import assert_user_error, run_cli
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from aiayn.checkpoint import CheckpointError, check_finite, load_checkpoint
+from tests.cli_helpers import assert_user_error, run_cli
 
 TENSOR = "decoder_layers.1.ffn.w_2.weight"
 

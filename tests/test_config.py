@@ -6,8 +6,9 @@ import yaml
 
 from aiayn.config import ConfigError, _StrictLoader, config_from_dict, load_config, to_dict
 from aiayn.model import build_model
+from tests.paths import REPO
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 
 
 def test_unknown_key_names_the_nearest(tmp_path):

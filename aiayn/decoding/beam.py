@@ -6,7 +6,7 @@ A sentence is done when it has K finished hypotheses and its best live one, scor
 (raw / lp(current length)), no longer beats the K-th best finished one (the criterion of Hugging Face's
 early_stopping=False), or at its length limit (a * |src| + b; live hypotheses then finish as they are).
 Stopping at the first K finished hypotheses instead (as fairseq does) can drop a much better live one
-(tests/test_decoding.py has such a case); a strict bound raw / lp(length limit) keeps hopeless beams
+(tests/decoding/test_decoding.py has such a case); a strict bound raw / lp(length limit) keeps hopeless beams
 alive for dozens of steps (measured: ~10x slower on Multi30k). With early_stopping (transformers'
 early_stopping=True, fairseq's and CTranslate2's rule with patience 1) a sentence is done as soon as K
 hypotheses have finished: fewer steps, the same search as CTranslate2's, at the risk above. Done
@@ -14,7 +14,7 @@ sentences leave the batch (state.select), so a sentence never depends on its nei
 log-probs / lp(Y) with lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting the EOS token. With lp_form="hf",
 lp(Y) = |Y|^alpha instead: transformers' length_penalty (it divides by the generated length, EOS included,
 to the power alpha), with which beam outputs equal transformers' generate(num_beams=K, early_stopping=False)
-for the same model (tests/test_interop_marian.py).
+for the same model (tests/interop/test_interop_marian.py).
 
 Controls: min_length (</s> is forbidden before that many tokens), no_repeat_ngram_size (a token that
 would repeat an n-gram of the hypothesis is forbidden, as in fairseq and transformers), and a target

@@ -9,7 +9,7 @@ again): a truncated or altered cache is exported again, with a warning, rather t
 fails on it with a traceback every run). The cache is always float32; CTranslate2 converts the weights to
 the requested compute type (int8, ...) when it loads them.
 
-What makes the results equal to the native engine's (tests/test_ct2_engine.py):
+What makes the results equal to the native engine's (tests/decoding/test_ct2_engine.py):
 - the source side is aiayn's source pieces with the final </s>; <pad> and <s> are never output
   (suppress_sequences), no minimum length, no input truncation by CTranslate2 (the Translator cuts);
 - the length limit a * |x| + b is per sentence in aiayn but per call in CTranslate2: all sentences are

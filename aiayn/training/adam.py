@@ -4,7 +4,7 @@ Why not torch.optim.Adam: every torch.optim optimizer imports torch._dynamo at i
 are wrapped to keep torch.compile out), ~830 modules and ~70 MB of memory that a training process never
 uses, 9% of the 800 MB budget of a Multi30k training (BENCHMARKS.md, training memory). This
 class makes the same calls as torch.optim.Adam(fused=True) (step += 1, then torch._fused_adam_ with the
-same arguments), so its updates are bitwise the same (tests/test_adam.py), and its state_dict has torch's
+same arguments), so its updates are bitwise the same (tests/training/test_adam.py), and its state_dict has torch's
 layout, so checkpoints written by either load in the other.
 
 Gradients are zeroed in place, not set to None: they keep one place in memory for the whole run instead of

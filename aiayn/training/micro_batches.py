@@ -13,7 +13,7 @@ What stays exact: each share's gradients come from torch.autograd.grad (never ac
 racing threads) and are summed into .grad in the shares' order, as consecutive backward() calls would;
 each share draws its dropout masks from a generator seeded by (train.seed, step, its index in the update).
 So an update is the same whatever the threads' timing: bit for bit the shares computed one after another
-in one thread (tests/test_micro_batches.py); and a resumed run repeats it exactly without saving any
+in one thread (tests/training/test_micro_batches.py); and a resumed run repeats it exactly without saving any
 generator state.
 """
 

@@ -1,0 +1,150 @@
+"""The coreference task (aiayn/data/coreference.py), its config, and bench/coreference.py's metrics."""
+
+import importlib.util
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from aiayn.config import load_config
+from aiayn.data.coreference import (
+    AGENT_ADJECTIVES,
+    AGENTS,
+    ARTICLE,
+    PLACE_ADJECTIVES,
+    PLACES,
+    PRONOUN,
+    TEMPLATES,
+    coreference_items,
+    make_item,
+)
+from aiayn.data.datasets import load_pairs
+from tests.paths import REPO
+
+GENDER = {de: gender for _, de, gender in AGENTS + PLACES}
+ENGLISH_AGENTS = {en for en, _, _ in AGENTS}
+ENGLISH_PLACES = {en for en, _, _ in PLACES}
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_coreference", REPO / "bench" / "coreference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _items(order="source"):
+    return coreference_items(3000, 300, 300, 7, order)
+
+
+def _pair(item) -> tuple[str, str]:
+    words = item.en.rstrip(".").split()
+    return words[1], next(w for w in words[2:] if w in ENGLISH_PLACES)
+
+
+@pytest.mark.parametrize("order", ["source", "pronoun_first"])
+def test_pronoun_and_articles_agree_with_the_referents_gender(order):
+    for split in _items(order).values():
+        for item in split:
+            words = item.de.rstrip(".").replace(",", "").split()
+            after_weil = words[[w.lower() for w in words].index("weil") + 1]
+            assert after_weil == item.pronoun == PRONOUN[GENDER[item.referent_de]], item
+            for noun in (item.referent_de, item.other_de):  # each noun's article has its gender
+                article = words[words.index(noun) - 1].lower()
+                assert article in {"am"} | {ARTICLE[case][GENDER[noun]] for case in ARTICLE}, item
+
+
+def test_the_posts_sentences_in_german():
+    animal, street = AGENTS[[a[0] for a in AGENTS].index("animal")], PLACES[[p[0] for p in PLACES].index("street")]
+    tired, wide = ("tired", "müde"), ("wide", "breit")
+    assert make_item(animal, street, tired, TEMPLATES[0], "source").de == \
+        "Das Tier überquerte die Straße nicht, weil es zu müde war."
+    assert make_item(animal, street, wide, TEMPLATES[0], "source").de == \
+        "Das Tier überquerte die Straße nicht, weil sie zu breit war."
+    assert make_item(animal, street, wide, TEMPLATES[0], "pronoun_first").de == \
+        "Weil sie zu breit war, überquerte das Tier die Straße nicht."
+    ditch = PLACES[[p[0] for p in PLACES].index("ditch")]
+    assert make_item(animal, ditch, tired, TEMPLATES[5], "source").de == \
+        "Das Tier kehrte am Graben um, weil es zu müde war."
+    assert make_item(animal, street, tired, TEMPLATES[0], "source").en == \
+        "The animal didn't cross the street because it was too tired."
+
+
+def test_held_out_noun_pairs_never_appear_in_training():
+    items = _items()
+    train = {_pair(item) for item in items["train"]}
+    valid, test = {_pair(item) for item in items["valid"]}, {_pair(item) for item in items["test"]}
+    assert valid and test and not (train & valid) and not (train & test) and not (valid & test)
+    assert ("animal", "street") in test
+    every_noun = {a for a, _ in train} | {p for _, p in train}
+    assert every_noun == ENGLISH_AGENTS | ENGLISH_PLACES  # every noun is still learned in training
+    for item in items["valid"] + items["test"]:  # held-out pronouns tell the two nouns apart
+        assert GENDER[item.referent_de] != GENDER[item.other_de]
+
+
+def test_the_adjective_decides_the_referent():
+    for item in _items()["test"]:
+        adjective = item.en.rstrip(".").split()[-1]
+        agent = adjective in {en for en, _ in AGENT_ADJECTIVES}
+        assert agent != (adjective in {en for en, _ in PLACE_ADJECTIVES})
+        assert (item.referent_en in ENGLISH_AGENTS) == agent, item
+    a, p = AGENTS[0], PLACES[6]  # dog (m), street (f): same nouns, the adjective alone flips the pronoun
+    assert make_item(a, p, AGENT_ADJECTIVES[0], TEMPLATES[0], "source").pronoun == "er"
+    assert make_item(a, p, PLACE_ADJECTIVES[0], TEMPLATES[0], "source").pronoun == "sie"
+
+
+def test_the_config_selects_the_task():
+    cfg = load_config(REPO / "configs" / "coreference.yaml", ["data.synthetic_train=50", "data.synthetic_valid=5"])
+    train, valid = load_pairs(cfg.data, "train"), load_pairs(cfg.data, "valid")
+    assert len(train) == 50 and len(valid) == 5 and all(" because it was too " in en for en, _ in train + valid)
+
+
+def test_a_brief_training_runs_from_the_config(tmp_path):
+    from aiayn.training.run import prepare_run
+
+    cfg = load_config(REPO / "configs" / "coreference.yaml", [
+        "data.synthetic_train=200", "data.synthetic_valid=8", "train.max_steps=3", "train.eval_every=3",
+        "train.save_every=3", "train.bleu_sentences=4", "train.num_threads=1", "train.warmup_steps=2",
+        "train.max_tokens=512", "train.average_last=1", "model.max_len=40", "data.max_len=39"])
+    trainer = prepare_run(cfg, tmp_path / "run")
+    trainer.train()
+    assert trainer.progress.step == 3 and (tmp_path / "run" / "best" / "model.safetensors").exists()
+
+
+def test_argmax_hits_and_best_head_on_hand_made_maps():
+    bench = _bench()
+    # two sentences, 2 layers x 2 heads over 4 keys; the referent is key 1, then key 3
+    first = np.array([[[0.1, 0.7, 0.1, 0.1], [0.7, 0.1, 0.1, 0.1]], [[0.2, 0.5, 0.2, 0.1], [0, 0, 0, 1.0]]])
+    second = np.array([[[0.1, 0.1, 0.1, 0.7], [0.1, 0.1, 0.1, 0.7]], [[0.5, 0.2, 0.2, 0.1], [0, 0, 0, 1.0]]])
+    shares = bench.argmax_hits([first, second], [{1}, {3}])
+    np.testing.assert_allclose(shares, [[1.0, 0.5], [0.5, 0.5]])
+    assert bench.best_head(shares) == (0, 0, 1.0)
+    assert bench.argmax_hits([first], [{0, 3}]).tolist() == [[0.0, 1.0], [0.0, 1.0]]  # a set of keys counts
+
+
+def test_sentence_rows_pick_it_the_pronoun_step_and_the_referent():
+    bench = _bench()
+    item = make_item(AGENTS[6], PLACES[6], ("tired", "müde"), TEMPLATES[0], "source")  # animal / street
+    src = item.en.split() + ["</s>"]
+    tgt = item.de.split() + ["</s>"]
+    tgt_in = ["<s>"] + tgt[:-1]
+    maps = SimpleNamespace(source_tokens=src, target_tokens=tgt, target_input_tokens=tgt_in, maps={
+        "encoder_self": np.random.rand(2, 4, len(src), len(src)), "cross": np.random.rand(1, 4, len(tgt), len(src)),
+        "decoder_self": np.random.rand(1, 4, len(tgt), len(tgt_in))})
+    rows = bench.sentence_rows(maps, item)
+    assert rows["encoder_self"][1] == {1}  # "animal"
+    np.testing.assert_array_equal(rows["encoder_self"][0], maps.maps["encoder_self"][:, :, src.index("it")])
+    step = tgt.index("es")
+    np.testing.assert_array_equal(rows["cross"][0], maps.maps["cross"][:, :, step])
+    assert {tgt_in[i] for i in rows["decoder_self"][1]} == {"Das", "Tier"}
+
+
+def test_pronoun_accuracy_reads_the_word_after_weil():
+    bench = _bench()
+    outputs = ["Das Tier überquerte die Straße nicht, weil es zu müde war.",
+               "Weil sie zu breit war, überquerte das Tier die Straße nicht.", "Das Tier weil", "nichts"]
+    assert [bench.pronoun_of(o) for o in outputs] == ["es", "sie", "", ""]
+    assert bench.pronoun_accuracy(outputs, ["es", "es", "es", "es"]) == 0.25
+    lines = bench.summary(0.25, {"encoder_self": np.array([[0.2, 0.3]]), "cross": np.array([[0.9, 0.1]]),
+                                 "decoder_self": np.array([[0.5, 0.4]])})
+    assert lines == ["pronoun accuracy 0.250", "it->referent share 0.900", "encoder it->referent share 0.300"]

@@ -1,0 +1,206 @@
+"""Translation diagnostics: each flag fires on a crafted case and not on its clean twin; the AUROC; the
+library on a real (tiny) model; the CLI's --diagnostics lines and evaluate's counts; the REST field."""
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from aiayn.cli import main
+from aiayn.decoding.sampling import SamplingOptions
+from aiayn.decoding.translator import Translator
+from aiayn.errors import AiaynError
+from aiayn.inspect.diagnostic_thresholds import COVERAGE_MASS, DEFAULT_THRESHOLDS
+from aiayn.inspect.diagnostics import (
+    FLAGS,
+    Evidence,
+    diagnose,
+    forced_evidence,
+    repeat_run,
+    translate_diagnosed,
+)
+from aiayn.inspect.roc import auroc
+from aiayn.web.app import create_app
+from aiayn.web.diagnosed import TOLD_BY_PAGE
+from tests.cli_helpers import assert_user_error, run_cli
+from tests.paths import REPO
+
+SRC = ["▁ein", "▁Hund", "▁läuft", "</s>"]
+TGT = ["▁a", "▁dog", "▁runs"]
+
+
+def diagonal(rows: int = 4, cols: int = 4) -> np.ndarray:
+    """(L=2, H=2, T, S): output word i looks at source word i; the </s> step at </s>."""
+    weights = np.full((rows, cols), 0.02)
+    for i in range(rows):
+        weights[i, min(i, cols - 1)] = 1.0
+    weights /= weights.sum(-1, keepdims=True)
+    return np.broadcast_to(weights, (2, 2, rows, cols)).copy()
+
+
+def clean(**changes) -> Evidence:
+    twin = Evidence(source="ein Hund läuft", output="a dog runs", src_tokens=SRC, tgt_tokens=TGT, cross=diagonal(),
+                    log_prob=-0.3 * 4)
+    return replace(twin, **changes)
+
+
+def flags(evidence: Evidence) -> list[str]:
+    return diagnose(evidence)["flags"]
+
+
+def test_the_clean_twin_raises_nothing_and_every_signal_shows_its_value_and_threshold():
+    found = diagnose(clean())
+    assert found["flags"] == [] and found["uncovered_words"] == []
+    assert set(found["signals"]) == {"log_prob", "eos_attention", "uncovered_share", "repeat_run", "source_copy",
+                                     "length_ratio", "stopped_at_limit", "unknown_share"}
+    for signal in found["signals"].values():
+        assert {"value", "threshold", "rule", "flag", "flagged"} <= set(signal) and signal["flag"] in FLAGS
+    assert found["signals"]["log_prob"] == {"value": -0.3, "threshold": DEFAULT_THRESHOLDS.log_prob, "rule": "<",
+                                            "flag": "hallucination", "flagged": False}
+    json.dumps(found)  # plain JSON
+
+
+def test_low_coverage_fires_when_source_words_get_no_attention():
+    onto_first = np.zeros((2, 2, 4, 4))
+    onto_first[..., 0] = 1.0  # every output word looks at "ein"
+    found = diagnose(clean(cross=onto_first))
+    assert found["flags"] == ["low_coverage"] and found["uncovered_words"] == ["Hund", "läuft"]
+    assert found["signals"]["uncovered_share"]["value"] == pytest.approx(2 / 3, abs=1e-4)
+    assert COVERAGE_MASS == 0.2
+
+
+def test_subwords_merge_into_words_before_coverage():
+    src = ["▁ein", "▁Hu", "nd", "</s>"]  # "Hund" in two pieces: its pieces' attention adds up
+    cross = np.zeros((1, 1, 4, 4))
+    cross[0, 0, :, 1] = cross[0, 0, :, 2] = 0.15
+    cross[0, 0, :, 0], cross[0, 0, :, 3] = 0.6, 0.1
+    found = diagnose(clean(src_tokens=src, cross=cross))
+    assert "low_coverage" not in found["flags"] and found["signals"]["uncovered_share"]["value"] == 0
+
+
+def test_hallucination_fires_on_attention_to_eos_and_on_a_low_log_prob():
+    onto_eos = np.zeros((2, 2, 4, 4))
+    onto_eos[..., 3] = 1.0
+    found = diagnose(clean(cross=onto_eos))
+    assert "hallucination" in found["flags"] and found["signals"]["eos_attention"]["value"] == 1.0
+    assert flags(clean(log_prob=-3.0 * 4)) == ["hallucination"]
+    assert flags(clean(log_prob=-1.0 * 4)) == []
+
+
+def test_repetition_of_words_and_of_pieces_inside_a_word():
+    assert repeat_run("a b a b a b c".split()) == 3 and repeat_run("a b c".split()) == 1 and repeat_run([]) == 0
+    assert flags(clean(output="a dog dog dog runs")) == ["repetition"]
+    assert flags(clean(output="a dog dog runs")) == []
+    loop = clean(output="a undundund", tgt_tokens=["▁a", "▁und", "und", "und"], cross=diagonal(5, 4))
+    assert "repetition" in flags(loop)
+
+
+def test_copy_of_the_source():
+    assert flags(clean(output="ein Hund läuft")) == ["copy"]
+    assert diagnose(clean())["signals"]["source_copy"]["value"] < DEFAULT_THRESHOLDS.source_copy
+
+
+def test_length_ratio_outliers_on_both_sides():
+    long = "a dog runs and runs on and on over the green hills"
+    assert flags(clean(output=long)) == ["length_ratio"]
+    short = diagnose(clean(output="dog", tgt_tokens=["▁dog"], cross=diagonal(2, 4)))
+    assert "length_ratio" in short["flags"]
+    assert short["signals"]["length_ratio"]["value"] == pytest.approx(1 / 3, abs=1e-4)
+    assert diagnose(clean())["signals"]["length_ratio"]["threshold"] == [DEFAULT_THRESHOLDS.length_ratio_low,
+                                                                          DEFAULT_THRESHOLDS.length_ratio_high]
+
+
+def test_stopped_at_limit_and_unknown_input():
+    assert flags(clean(stopped_at_limit=True)) == ["stopped_at_limit"]
+    unknown = clean(src_tokens=["<unk>", "<0x41>", "▁Hund", "</s>"])
+    assert flags(unknown) == ["unknown_input"]
+    assert flags(clean(src_tokens=["<unk>", "▁ein", "▁Hund", "</s>"])) == []  # a third: not "made of" unknowns
+
+
+def test_auroc_by_hand():
+    assert auroc([3, 4], [1, 2]) == 1.0 and auroc([1, 2], [3, 4]) == 0.0
+    assert auroc([1], [1]) == 0.5  # a tie counts half
+    assert auroc([0.8, 0.4], [0.5, 0.1, 0.4]) == pytest.approx(4.5 / 6)  # 3 + 0 + 1 + 0.5 of 6 pairs
+    with pytest.raises(AiaynError):
+        auroc([], [1])
+
+
+def test_translate_diagnosed_on_a_real_model(transformer_dir):
+    translator = Translator.from_pretrained(transformer_dir)
+    results = translate_diagnosed(translator, ["forty five", "", "seven"], beam=2, max_output_len=12)
+    assert [r.diagnostics["flags"] for r in results][1] == []
+    assert all(r.attention is None and isinstance(r.diagnostics["flags"], list) for r in results)
+    kept = translate_diagnosed(translator, ["forty five"], beam=2, max_output_len=12, return_attention=True)[0]
+    assert kept.attention["cross"].shape[-2:] == (kept.attention["cross"].shape[-2], len(kept.src_tokens))
+    assert kept.diagnostics == results[0].diagnostics
+    # teacher forcing the search's own output gives the search's maps (the rows of its tokens)
+    forced = forced_evidence(translator, "forty five", kept.text)
+    if forced.tgt_tokens == kept.tokens:
+        T = len(kept.tokens)
+        np.testing.assert_allclose(forced.cross[..., :T, :], kept.attention["cross"][..., :T, :], atol=1e-4)
+
+
+def test_diagnostics_need_maps(transformer_dir):
+    translator = Translator.from_pretrained(transformer_dir)
+    with pytest.raises(AiaynError, match="sampling"):
+        translate_diagnosed(translator, ["seven"], sampling=SamplingOptions(seed=1))
+
+
+def test_cli_writes_one_json_object_per_line(transformer_dir, tmp_path, capsys):
+    src, out = tmp_path / "in.txt", tmp_path / "out.jsonl"
+    src.write_text("forty five\n\n")
+    assert main(["translate", "--model", str(transformer_dir), "--input", str(src), "--diagnostics", "--output",
+                 str(out), "--beam", "1"]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 2 and lines[1] == {"translation": "", "diagnostics": {"flags": [], "signals": {},
+                                                                                "uncovered_words": []}}
+    for line in lines:
+        assert isinstance(line["diagnostics"]["flags"], list) and set(line["diagnostics"]["flags"]) <= set(FLAGS)
+    assert lines[0]["diagnostics"]["signals"]["log_prob"]["threshold"] == DEFAULT_THRESHOLDS.log_prob
+
+
+def test_cli_diagnostics_without_maps_is_one_line(transformer_dir, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("seven\n")
+    code, output = run_cli(["translate", "--model", transformer_dir, "--input", src, "--diagnostics", "--engine",
+                            "ct2"], capsys)
+    assert_user_error(code, output, "--diagnostics", "--engine native")
+    assert len(output.strip().splitlines()) == 1 and not (Path(transformer_dir) / "ct2").exists()
+    code, output = run_cli(["translate", "--model", transformer_dir, "--input", src, "--diagnostics", "--sample"],
+                           capsys)
+    assert_user_error(code, output, "--sample")
+
+
+def test_evaluate_counts_each_flag(transformer_dir, tmp_path, capsys):
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("seven\n")
+    ref.write_text("sieben\n")
+    code, output = run_cli(["evaluate", "--model", transformer_dir, "--src", src, "--ref", ref, "--diagnostics",
+                            "--bootstrap", "0", "--json", "--beam", "1"], capsys)
+    assert code == 0, output
+    counts = json.loads(output[output.index("{"):])["diagnostics"]
+    assert set(counts) == set(FLAGS) and all(0 <= n <= 1 for n in counts.values())
+
+
+def test_rest_diagnostics_field(transformer_dir):
+    client = TestClient(create_app(Translator.from_pretrained(transformer_dir)))
+    body = client.post("/api/translate", json={"text": "forty five", "beam": 2, "diagnostics": True}).json()
+    assert set(body["diagnostics"]) == {"flags", "signals", "uncovered_words"} and "maps" in body
+    fired = [name for name, s in body["diagnostics"]["signals"].items() if s["flagged"] and name not in TOLD_BY_PAGE]
+    assert [w["code"] for w in body["warnings"] if w["code"].startswith("diag_")] == [f"diag_{n}" for n in fired]
+    plain = client.post("/api/translate", json={"text": "forty five", "beam": 2, "attention": False,
+                                                "diagnostics": True}).json()
+    assert "maps" not in plain and plain["diagnostics"]["flags"] == body["diagnostics"]["flags"]
+    assert "diagnostics" not in client.post("/api/translate", json={"text": "forty five", "beam": 2}).json()
+
+
+def test_the_page_words_every_diagnostic_warning_in_both_languages():
+    static = REPO / "aiayn" / "web" / "static"
+    signals = set(diagnose(clean())["signals"]) - set(TOLD_BY_PAGE)
+    for name in ("i18n_en.js", "i18n_ko.js"):
+        keys = set(re.findall(r'"warn\.diag_(\w+)"', (static / name).read_text()))
+        assert keys == signals, name
