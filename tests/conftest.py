@@ -1,11 +1,9 @@
 import pytest
 import torch
 
-from aiayn.checkpoint import save_checkpoint
-from aiayn.config import load_config
 from aiayn.data.synthetic import number_task
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.model import ModelConfig, build_model
+from tests.model_helpers import model_dir
 
 
 @pytest.fixture(autouse=True)
@@ -30,25 +28,15 @@ def tokenizer():
     return Tokenizer.train([s for p in pairs for s in p], vocab_size=128)
 
 
-def _model_dir(root, tokenizer, preset, **overrides):
-    cfg = load_config(None, [])
-    cfg.model = ModelConfig.preset(preset, src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size,
-                                   pad_id=tokenizer.pad_id, dropout=0.0, **overrides)
-    torch.manual_seed(0)
-    model = build_model(cfg.model)
-    save_checkpoint(root, model, cfg, tokenizer)
-    return root
-
-
 @pytest.fixture(scope="session")
 def transformer_dir(tmp_path_factory, tokenizer):
     """An untrained tiny Transformer checkpoint: enough for equivalences, not for quality."""
-    return _model_dir(tmp_path_factory.mktemp("transformer") / "model", tokenizer, "tiny")
+    return model_dir(tmp_path_factory.mktemp("transformer") / "model", tokenizer, "tiny")
 
 
 @pytest.fixture(scope="session")
 def rnn_dir(tmp_path_factory, tokenizer):
-    return _model_dir(tmp_path_factory.mktemp("rnn") / "model", tokenizer, "rnn-luong", d_model=32)
+    return model_dir(tmp_path_factory.mktemp("rnn") / "model", tokenizer, "rnn-luong", d_model=32)
 
 
 @pytest.fixture(autouse=True)

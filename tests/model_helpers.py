@@ -1,5 +1,7 @@
 import torch
 
+from aiayn.checkpoint import save_checkpoint
+from aiayn.config import load_config
 from aiayn.model import ModelConfig, build_model
 
 SRC_V, TGT_V, PAD, BOS = 23, 29, 0, 1
@@ -29,3 +31,14 @@ def step_by_step_logprobs(model, src, tgt_in, return_attention=False):
         if return_attention:
             maps.append(result[2])
     return torch.stack(outs, 1), maps
+
+
+def model_dir(root, tokenizer, preset, **overrides):
+    """An untrained model of `preset` (dropout 0, seed 0) saved as a checkpoint directory at root."""
+    cfg = load_config(None, [])
+    cfg.model = ModelConfig.preset(preset, src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size,
+                                   pad_id=tokenizer.pad_id, dropout=0.0, **overrides)
+    torch.manual_seed(0)
+    model = build_model(cfg.model)
+    save_checkpoint(root, model, cfg, tokenizer)
+    return root

@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 
 from aiayn.cli import main
 from tests.cli_helpers import assert_user_error, run_cli
+from tests.model_helpers import model_dir
 
 SENT = "forty five"
 
@@ -445,12 +446,10 @@ def test_average_of_two_different_models_is_refused(workspace, tokenizer, capsys
 def test_output_limit_never_passes_the_position_table(tmp_path, tokenizer):
     """a * |src| + b (here 10 + 50) may exceed the model's positions (here 16): decoding stops at 16
     instead of failing at position 17 (an untrained model never emits </s> early)."""
-    from conftest import _model_dir
-
     from aiayn.decoding.greedy import greedy_translate
     from aiayn.decoding.translator import Translator
 
-    t = Translator.from_pretrained(_model_dir(tmp_path / "m", tokenizer, "tiny", max_len=16))
+    t = Translator.from_pretrained(model_dir(tmp_path / "m", tokenizer, "tiny", max_len=16))
     sentence = "forty five thousand six hundred seventy"
     for beam in (1, 3):
         assert len(t.translate([sentence], beam=beam)[0].tokens) <= 16

@@ -14,6 +14,7 @@ from aiayn.data.synthetic import number_task
 from aiayn.data.tokenizer import BYTE_FALLBACK_MIN_VOCAB, Tokenizer, load_dir
 from aiayn.decoding.translator import Translator
 from aiayn.training.run import check_same_run
+from tests.model_helpers import model_dir
 
 UNSEEN = "forty ŋ żółw 🙂 nine"  # the built-in task's text has none of these letters, nor the emoji
 
@@ -122,16 +123,14 @@ def test_lowercase_tokenizers_fold_case_in_training_and_at_every_encode(pairs):
 
 
 def test_evaluate_says_when_a_model_writes_lowercase(pairs, transformer_dir, tmp_path, capsys):
-    from conftest import _model_dir
-
     lowercase = Tokenizer.train([s for p in pairs for s in p], 128, byte_fallback=False, lowercase=True)
-    model_dir = _model_dir(tmp_path / "lc", lowercase, "tiny")
+    lc_dir = model_dir(tmp_path / "lc", lowercase, "tiny")
     (tmp_path / "src.txt").write_text("Forty nine\n")
     (tmp_path / "ref.txt").write_text("Neun und vierzig\n")
     args = ["--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt"), "--bootstrap", "0"]
-    assert main(["evaluate", "--model", str(model_dir)] + args) == 0
+    assert main(["evaluate", "--model", str(lc_dir)] + args) == 0
     assert "this model writes lowercased text (trained with data.lowercase): read BLEU-lc" in capsys.readouterr().out
-    assert main(["evaluate", "--model", str(model_dir), "--json"] + args) == 0
+    assert main(["evaluate", "--model", str(lc_dir), "--json"] + args) == 0
     assert json.loads(capsys.readouterr().out)["lowercase_model"] is True
     assert main(["evaluate", "--model", str(transformer_dir), "--json"] + args) == 0  # a cased model: no note
     assert "lowercase_model" not in json.loads(capsys.readouterr().out)
