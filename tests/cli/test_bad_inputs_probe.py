@@ -63,6 +63,7 @@ def _deep(levels: int = 5000) -> str:
     return "[" * levels + "]" * levels
 
 
+@pytest.mark.slow
 def test_deeply_nested_yaml_is_a_clear_error(transformer_dir, tmp_path, capsys):
     config = tmp_path / "deep.yaml"
     config.write_text(f"model: {_deep()}\n")
@@ -109,6 +110,7 @@ def test_two_trainings_on_one_directory(tmp_path, capsys):
     assert prepare_run(load_config(None, TINY), out).progress.step == 0
 
 
+@pytest.mark.slow
 def test_attention_warns_when_it_cuts_the_sentence(transformer_dir, tmp_path, capsys):
     from aiayn.decoding.translator import Translator
 
@@ -141,6 +143,7 @@ def test_model_preset_from_set():
         load_config(None, ["model.preset="])
 
 
+@pytest.mark.slow
 def test_png_of_a_long_sentence_stays_bounded(transformer_dir, tmp_path, capsys):
     """A 400-token sentence with --kind all asked matplotlib for an 80,000-pixel canvas: 9 GB, or a crash."""
     pytest.importorskip("matplotlib")

@@ -93,6 +93,7 @@ def test_translate_output_to_a_full_device(transformer_dir, tmp_path, capsys):
     assert sum(" error: " in line for line in output.splitlines()) == 1  # (the untrained output's warnings aside)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".png", ".html", ".npz", ".json", ".align"])
 def test_attention_out_on_a_full_disk(suffix, transformer_dir, tmp_path, capsys):
     if suffix == ".png":

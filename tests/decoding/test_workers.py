@@ -57,6 +57,7 @@ def test_forking_freezes_the_objects_alive_out_of_the_collector(pooled):
     assert gc.get_freeze_count() > 10_000
 
 
+@pytest.mark.slow
 def test_spawned_workers_load_the_model_themselves(transformer_dir, one_thread):
     """The start method off Linux (spawn): each worker loads the model from its directory."""
     from aiayn.decoding.workers import WorkerPool
@@ -135,6 +136,7 @@ def test_a_pool_shut_down_by_another_thread_is_a_clear_error(transformer_dir):
     translator.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("end", ["SIGKILL", "SIGTERM"])
 def test_workers_end_when_their_parent_dies(transformer_dir, tmp_path, end):
     """A process that dies without closing its pool (killed; `aiayn serve` stopped with SIGTERM, which

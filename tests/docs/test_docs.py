@@ -49,6 +49,7 @@ REMOTE = re.compile(r"""<(?:script|link|img)\b[^>]*\b(?:src|href)=["']?(?:https?
 ABSOLUTE_SWITCH = re.compile(r'<a href="/[^"]*" hreflang=')  # the language selector (overrides/partials)
 
 
+@pytest.mark.slow
 def test_site_builds_strict_and_offline(tmp_path):
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")

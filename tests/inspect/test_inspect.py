@@ -50,6 +50,7 @@ def test_merge_words_and_alignment(transformer_dir):
         hard_alignment(merged, layer=9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".png", ".html", ".npz", ".json", ".align"])
 def test_write_every_format(transformer_dir, tmp_path, suffix):
     maps = capture(Translator.from_pretrained(transformer_dir), SENTENCE, beam=2)
@@ -155,6 +156,7 @@ def test_teacher_forced_input_longer_than_the_model_is_an_error(transformer_dir)
         capture(t, long, target="neun")
 
 
+@pytest.mark.slow
 def test_html_and_png_say_what_they_show(transformer_dir, rnn_dir, tmp_path):
     """Rendered maps name their rows by the decoder input and the token it predicts, show pieces without
     SentencePiece's ▁, draw the decoder's masked future as masked, and call the RNN's map what it is."""

@@ -55,6 +55,7 @@ def _hf(path):
         return model, transformers.MarianTokenizer.from_pretrained(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["joint", "separate"])
 def test_token_ids_equal_marian_tokenizer(trained, exported, name):
     ours = load_checkpoint(trained[name])[2]
@@ -65,6 +66,7 @@ def test_token_ids_equal_marian_tokenizer(trained, exported, name):
         assert ours.decode(ids) == tok.decode(ids, skip_special_tokens=True), text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["joint", "separate"])
 def test_generate_equals_aiayn_on_100_sentences(trained, exported, name):
     """Greedy, and beam 4 with transformers' length penalty (|Y|^alpha) at two alphas and both stopping rules:
@@ -88,6 +90,7 @@ def test_generate_equals_aiayn_on_100_sentences(trained, exported, name):
     assert min(distinct) > 50, distinct  # the outputs depend on the source (the model has learnt)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["joint", "separate"])
 def test_import_hf_reads_the_export_back_to_the_same_weights(trained, exported, tmp_path, name):
     model, cfg, tok = load_checkpoint(trained[name])

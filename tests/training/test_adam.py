@@ -121,6 +121,7 @@ def test_the_schedule_resumes_from_a_lambdalr_state():
     assert opt.param_groups[0]["lr"] == pytest.approx(0.6)
 
 
+@pytest.mark.slow
 def test_training_never_imports_dynamo(tmp_path):
     """torch.optim imports torch._dynamo (~70 MB) at its first call; aiayn's training, validation,
     checkpoints and averaging must not (a fresh process: pytest's has imported it already)."""

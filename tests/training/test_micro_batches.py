@@ -83,6 +83,7 @@ def test_workers_give_the_whole_batchs_update_without_dropout(tmp_path):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_workers_train(tmp_path):
     run_train(tmp_path / "run", SHORT + ["train.micro_batch_workers=2", "model.dropout=0.3"])
     losses = step_losses(tmp_path / "run")
@@ -100,6 +101,7 @@ def test_workers_dropout_differs_between_micro_batches_and_steps():
     assert len(seeds) == 200 and all(0 <= s < 2**63 for s in seeds)
 
 
+@pytest.mark.slow
 def test_workers_run_resumes_exactly(tmp_path):
     extra = SHORT[1:] + ["train.micro_batch_workers=2", "model.dropout=0.3", "train.save_every=3",
                          "train.accumulate=2"]

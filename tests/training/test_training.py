@@ -176,6 +176,7 @@ def test_schedules_match_their_formulas():
     assert {n: linear[n] for n in expected} == pytest.approx(expected)
 
 
+@pytest.mark.slow
 def test_one_batch_overfits():
     torch.manual_seed(0)
     model = build_model(ModelConfig.preset("tiny", src_vocab_size=20, tgt_vocab_size=20, dropout=0.0)).train()
@@ -219,6 +220,7 @@ def wait_for(path: Path, proc, seconds=120):
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 def test_killed_then_resumed_run_equals_uninterrupted(tmp_path, uninterrupted):
     proc = run_train(tmp_path / "b", RESUME, wait=False)
     ckpts = tmp_path / "b" / "checkpoints"
@@ -234,6 +236,7 @@ def test_killed_then_resumed_run_equals_uninterrupted(tmp_path, uninterrupted):
     assert [Path(p).name for p in info["averaged"]] == ["step_00000036", "step_00000040"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_saves_exits_cleanly_and_resumes_exactly(tmp_path, uninterrupted, signum, code):
     """Ctrl-C, and SIGTERM as SLURM, Kubernetes and `timeout` send it: save, exit, resume bit-exactly."""
@@ -252,6 +255,7 @@ def test_signal_saves_exits_cleanly_and_resumes_exactly(tmp_path, uninterrupted,
     assert_same_run(uninterrupted, tmp_path / "c")
 
 
+@pytest.mark.slow
 def test_second_ctrl_c_inside_an_update_keeps_the_checkpoint_consistent(tmp_path, uninterrupted, monkeypatch,
                                                                          capsys):
     """Two SIGINTs right after the 11th optimizer update, before the step counter moves: the update,
@@ -283,6 +287,7 @@ def test_second_ctrl_c_inside_an_update_keeps_the_checkpoint_consistent(tmp_path
     assert_same_run(uninterrupted, tmp_path / "d")
 
 
+@pytest.mark.slow
 def test_second_ctrl_c_inside_a_validation_redoes_it_on_resume(tmp_path, uninterrupted, monkeypatch, capsys):
     """Two SIGINTs inside step 16's validation: the checkpoint says the validation is pending, and the
     resumed run does it first, so its validation rows, best checkpoint and weights equal the uninterrupted
@@ -318,6 +323,7 @@ def validation_rows(run: Path) -> list:
     return [(r["step"], r["valid_loss"], r.get("bleu")) for r in rows if "valid_loss" in r]
 
 
+@pytest.mark.slow
 def test_two_process_gloo_equals_single_process_accumulation(tmp_path):
     extra = ["train.max_steps=6", "train.save_every=6", "train.eval_every=1000", "model.dropout=0.0",
              "train.average_last=1"]
@@ -347,6 +353,7 @@ def test_average_is_the_elementwise_mean(tmp_path, transformer_dir):
     assert len(json.loads((out / "info.json").read_text())["averaged"]) == 2
 
 
+@pytest.mark.slow
 def test_demo_stops_on_sigterm_without_translating(tmp_path):
     cmd = [sys.executable, "-m", "aiayn", "demo", "--out", str(tmp_path / "demo")]
     cmd += [x for s in TINY + ["train.max_steps=100000", "train.save_every=4"] for x in ("--set", s)]

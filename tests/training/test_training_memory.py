@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 CHILD = textwrap.dedent("""
     import ctypes, torch
     from aiayn.device import limit_primitive_cache
@@ -44,6 +46,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_rss_stays_flat_when_batch_shapes_change():
     out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

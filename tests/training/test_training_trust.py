@@ -49,6 +49,7 @@ def test_stray_world_size_is_one_line_naming_the_variables(tmp_path, capsys, mon
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_lone_rank_says_what_it_waits_for_and_gives_up(tmp_path, capsys, monkeypatch, caplog):
     """Every torchrun variable set, but no other process: the wait is named and ends at AIAYN_DIST_TIMEOUT."""
     port = _free_port()

@@ -168,6 +168,7 @@ def test_declared_oversize_body_is_refused_before_reading(translator):
     assert reply.startswith("HTTP/1.1 413") and f"over {MAX_BODY} bytes" in reply
 
 
+@pytest.mark.slow
 def test_health_answers_while_heavy_requests_run(translator):
     gated = Gated(translator, burn=True)
     app = create_app(gated)
