@@ -37,13 +37,13 @@ class Thresholds:
     length_ratio_low / length_ratio_high: length_ratio when output words / source words is outside them.
     unknown_share: unknown_input when more than this share of the source's pieces is <unk> or bytes."""
 
-    uncovered_share: float = 0.17
-    eos_attention: float = 0.14
-    log_prob: float = -1.32
+    uncovered_share: float = 0.22
+    eos_attention: float = 0.15
+    log_prob: float = -1.15
     repeat_run: int = 3
-    source_copy: float = 20.5
-    length_ratio_low: float = 0.38
-    length_ratio_high: float = 1.83
+    source_copy: float = 29.7
+    length_ratio_low: float = 0.65
+    length_ratio_high: float = 1.67
     unknown_share: float = UNKNOWN_SHARE
 
 
