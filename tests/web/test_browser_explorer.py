@@ -93,7 +93,9 @@ def test_step_view_unscaled_and_next_token_equal_the_model(browser, server, tran
                       f"?text=forty+five+thousand&target={TARGET.replace(' ', '+')}&kind=cross&layer=2&head=1&q=2")
     page.wait_for_selector("[data-testid=step-next-token] li")
     rows = page.eval_on_selector_all("#step-table tbody tr", "rs => rs.map(r => Number(r.dataset.unscaled))")
-    assert "√d_k" in page.inner_text("[data-testid=step-unscaled]")
+    assert "√dₖ" in page.inner_text("[data-testid=step-unscaled]")
+    heights = page.eval_on_selector_all("#step-table tbody tr", "rs => rs.map(r => r.getBoundingClientRect().height)")
+    assert max(heights) < 40, f"a key's row is {max(heights)} px tall: its vectors wrap"  # one line each
     model = Translator.from_pretrained(transformer_dir)
     tok = model.tokenizer
     src = torch.tensor([tok.encode_source([SENTENCE])[0] + [tok.eos_id]])
