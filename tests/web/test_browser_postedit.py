@@ -74,5 +74,8 @@ def test_a_pick_shows_the_cli_translation_with_that_prefix(browser, server, tran
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         assert "번역의 시작" in page.inner_text("[data-testid=prefix-note]")
     page.screenshot(path=str(ARTIFACTS / f"web_postedit_{width}.png"), full_page=True)
+    page.reload()  # the address keeps the prefix: a reload shows the same post-edited translation
+    page.wait_for_selector("[data-testid=prefix-note]:not([hidden])", timeout=30000)
+    assert page.text_content("[data-testid=translation]") == shown and page.text_content("#prefix-text") == prefix
     assert not errors
     page.close()

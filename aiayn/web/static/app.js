@@ -267,7 +267,7 @@ async function start() {
   $("beam").value = String(restore.beam || S.info.decode.beam);
   if (restore.text) {
     $("text").value = restore.text; $("target").value = restore.target;
-    translate(restore);
+    translate(restore, restore.target ? "" : restore.prefix);
   }
 }
 

@@ -1,5 +1,6 @@
 // The page's address restores a view: the sentence, the target (teacher forcing), the beam, the kind,
-// layer, head (1-based, as the page shows them), the word view, the word-alignment overlay and the query row.
+// layer, head (1-based, as the page shows them), the word view, the word-alignment overlay, the query row and
+// a post-edit's prefix (the start of the translation a click on an alternative fixed).
 
 export function readUrl() {
   const p = new URLSearchParams(window.location.search);
@@ -7,7 +8,7 @@ export function readUrl() {
   const index = name => (p.get(name) === "mean" ? "mean" : int(name, 1));
   return {text: p.get("text") || "", target: p.get("target") || "", beam: int("beam"), kind: p.get("kind"),
           layer: index("layer"), head: index("head"), query: int("q"), words: p.get("words") === "1",
-          align: p.get("align") === "1"};
+          align: p.get("align") === "1", prefix: p.get("prefix") || ""};
 }
 
 export function writeUrl(S, text, target) {
@@ -15,6 +16,7 @@ export function writeUrl(S, text, target) {
   const p = new URLSearchParams();
   p.set("text", text);
   if (target) p.set("target", target);
+  else if (S.prefix) p.set("prefix", S.prefix);
   if (S.beam) p.set("beam", String(S.beam));
   p.set("kind", S.kind);
   const one = v => (v === "mean" ? "mean" : String(Number(v) + 1));
