@@ -40,13 +40,15 @@ function heat(canvas, rows, lo, hi) {
   }));
 }
 
+// columns are dimensions 0, 1, 2, …: dimension 2i is a sine, 2i + 1 a cosine
 function numbersTable(table) {
   const P = Math.min(6, table.length), D = Math.min(6, table[0].length);
   const head = [...Array(D).keys()].map(i => `<th>${i}</th>`).join("");
   const rows = table.slice(0, P).map((row, p) => `<tr><th>${p}</th>` +
     row.slice(0, D).map((v, i) => `<td data-pos="${p}" data-dim="${i}" data-value="${v}">${fmt(v, 3)}</td>`).join("") +
     "</tr>").join("");
-  return `<div class="table-box"><table class="step pe-numbers"><thead><tr><th>pos \\ i</th>${head}</tr></thead>` +
+  const corner = `<th>${esc(t("pe.corner"))}</th>`;
+  return `<div class="table-box"><table class="step pe-numbers"><thead><tr>${corner}${head}</tr></thead>` +
     `<tbody>${rows}</tbody></table></div>`;
 }
 

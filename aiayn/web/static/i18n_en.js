@@ -133,6 +133,7 @@ export const TEXT_EN = {
     "dimensions; blue positive, red negative.",
   "pe.table": "the first {p} positions × {d} dimensions (the model has {max} positions)",
   "pe.table_label": "positional-encoding table",
+  "pe.corner": "pos \\ dimension",
   "pe.dots": "PE(i) · PE(j) for every pair of positions: for the sinusoids it depends only on the offset j − i.",
   "pe.offsets": "PE(0) · PE(k) by offset k:", "pe.none": "This model has no position table.",
   "ffn.title": "Position-wise feed-forward network",
@@ -176,7 +177,7 @@ export const TEXT_EN = {
   "step.output": "Output of this head:", "step.masked": "masked", "step.key": "key", "step.source": "source",
   "step.score_word": "score", "step.unscaled": "softmax(q·k), unscaled",
   "step.saturation":
-    "Without ÷ √d_k the largest weight would be {unscaled}; with it, {scaled} (√d_k = {sqrt}). Large dot " +
+    "Without ÷ √dₖ the largest weight would be {unscaled}; with it, {scaled} (√dₖ = {sqrt}). Large dot " +
     "products push the softmax into saturation, where one key takes nearly everything and the gradients " +
     "vanish: the reason for the scaling (§3.2.1).",
   "step.cross":
@@ -191,11 +192,11 @@ export const TEXT_EN = {
   "step.state": "decoder state",
   "layer.title": "The rest of the layer, for this row",
   "layer.explain":
-    "Every head computes its own output as above; they are concatenated and projected by W^O (§3.2.2), " +
+    "Every head computes its own output as above; they are concatenated and projected by Wᴼ (§3.2.2), " +
     "added to the layer's input and normalised (§3.1), then the feed-forward network (§3.3) and another " +
     "Add & Norm give the layer's output.",
   "layer.heads": "the {n} heads' outputs for this row (the current one marked):",
-  "layer.heads_note": "each d_k = {d} numbers",
+  "layer.heads_note": "each dₖ = {d} numbers",
   "layer.attn": "attention",
   "layer.pre_ln": "pre-LN: the sum is the stream; LayerNorm comes at the next sublayer's input",
   "layer.cross_sublayer": "then the cross-attention sublayer (x + its output, normalised)",
@@ -209,10 +210,10 @@ export const TEXT_EN = {
   "err.network": "The server cannot be reached. Is `aiayn serve` still running? Reload the page when it is.",
   "err.status": "The server answered {status}; try again.",
   "err.json": "The server's answer could not be read; try again.",
-  "warn.unk": "{n} piece(s) of your text are unknown to this model ({unk}); it was trained on {data}. Try an example.",
+  "warn.unk": "{n} piece(s) of your text are unknown to this model ({unk}); its training data: {data}. Try an example.",
   "warn.mostly_unknown":
     "{n} of the {of} pieces of your text are unknown or raw bytes to this model: it cannot read this text " +
-    "(it was trained on {data}). Try an example.",
+    "(its training data: {data}). Try an example.",
   "warn.target_language": "This looks like {lang}, the model's target language; the model translates from {src}.",
   "warn.source_cut": "The text was longer than the model's {limit} positions: only its beginning was translated.",
   "warn.unknown_tag": "{tags}: not a tag of this model (it was trained with no such tag), so it steers nothing.",

@@ -94,6 +94,7 @@ export const TEXT_KO = {
   "pe.learned": "이 모델은 위치 임베딩을 학습했습니다 (표 3의 (E)행). 모델의 표 그대로이며 행은 위치, 열은 차원, 파랑은 양수, 빨강은 음수입니다.",
   "pe.table": "처음 {p}개 위치 × {d}개 차원 (모델의 위치는 {max}개)",
   "pe.table_label": "포지셔널 인코딩 표", "pe.dots": "모든 위치 쌍의 PE(i) · PE(j): 사인·코사인 인코딩에서는 거리 j − i에만 달려 있습니다.",
+  "pe.corner": "위치 \\ 차원",
   "pe.offsets": "거리 k에 따른 PE(0) · PE(k):", "pe.none": "이 모델에는 위치 표가 없습니다.",
   "ffn.title": "위치별 피드 포워드 신경망",
   "ffn.explain":
@@ -128,7 +129,7 @@ export const TEXT_KO = {
   "step.output": "이 헤드의 출력:", "step.masked": "마스킹", "step.key": "키", "step.source": "소스",
   "step.score_word": "스코어", "step.unscaled": "스케일링 없는 softmax(q·k)",
   "step.saturation":
-    "√d_k로 나누지 않으면 가장 큰 가중치가 {unscaled}, 나누면 {scaled}입니다 (√d_k = {sqrt}). 내적이 크면 소프트맥스가 포화되어 키 하나가 거의 전부를 " +
+    "√dₖ로 나누지 않으면 가장 큰 가중치가 {unscaled}, 나누면 {scaled}입니다 (√dₖ = {sqrt}). 내적이 크면 소프트맥스가 포화되어 키 하나가 거의 전부를 " +
     "가져가고 기울기가 사라집니다. 이것이 스케일링을 하는 이유입니다 (§3.2.1).",
   "step.cross": "인코더–디코더 어텐션에서 x<sub>j</sub>는 소스 위치 j의 인코더 출력이고, q는 디코더에서 옵니다.",
   "step.rnn":
@@ -138,9 +139,9 @@ export const TEXT_KO = {
   "step.state": "디코더 상태",
   "layer.title": "이 행에 대한 층의 나머지 계산",
   "layer.explain":
-    "헤드마다 위와 같이 출력을 계산하고, 이를 이어 붙여(concat) W^O로 투영한 뒤 (§3.2.2) 층의 입력에 더하고 정규화합니다 (§3.1). 이어서 피드 포워드 신경망 " +
+    "헤드마다 위와 같이 출력을 계산하고, 이를 이어 붙여(concat) Wᴼ로 투영한 뒤 (§3.2.2) 층의 입력에 더하고 정규화합니다 (§3.1). 이어서 피드 포워드 신경망 " +
     "(§3.3)과 또 한 번의 잔차 연결 & 층 정규화를 거치면 층의 출력이 됩니다.",
-  "layer.heads": "이 행에 대한 헤드 {n}개의 출력 (지금 헤드 표시):", "layer.heads_note": "각각 d_k = {d}개의 숫자",
+  "layer.heads": "이 행에 대한 헤드 {n}개의 출력 (지금 헤드 표시):", "layer.heads_note": "각각 dₖ = {d}개의 숫자",
   "layer.attn": "어텐션", "layer.pre_ln": "pre-LN: 합이 그대로 흐르고, 층 정규화는 다음 부층의 입력에서 합니다",
   "layer.cross_sublayer": "이어서 인코더–디코더 어텐션 부층 (x + 그 출력, 정규화)",
   "layer.output": "층의 출력", "layer.next": "다음 토큰",
@@ -151,15 +152,16 @@ export const TEXT_KO = {
   "err.too_many_tokens": "텍스트가 서브워드 토큰 {n}개입니다 (</s> 포함). 이 서버는 최대 {max}개까지 받습니다. 줄여 주세요.",
   "err.network": "서버에 연결할 수 없습니다. `aiayn serve`가 실행 중인지 확인하고 페이지를 새로 고치세요.",
   "err.status": "서버가 {status}로 응답했습니다. 다시 시도하세요.", "err.json": "서버 응답을 읽을 수 없습니다. 다시 시도하세요.",
-  "warn.unk": "입력의 {n}개 조각을 이 모델이 모릅니다 ({unk}). 이 모델은 {data}로 학습되었습니다. 예문을 써 보세요.",
-  "warn.mostly_unknown": "입력의 조각 {of}개 중 {n}개가 이 모델이 모르는 조각이나 바이트입니다. 이 모델은 이 글을 읽을 수 없습니다 ({data}로 학습). 예문을 써 보세요.",
+  "warn.unk": "입력의 {n}개 조각을 이 모델이 모릅니다 ({unk}). 이 모델의 학습 데이터: {data}. 예문을 써 보세요.",
+  "warn.mostly_unknown":
+    "입력의 조각 {of}개 중 {n}개가 이 모델이 모르는 조각이나 바이트입니다. 이 모델은 이 글을 읽을 수 없습니다 (학습 데이터: {data}). 예문을 써 보세요.",
   "warn.target_language": "입력이 모델의 타깃 언어인 {lang}로 보입니다. 이 모델은 {src}에서 번역합니다.",
   "warn.source_cut": "텍스트가 모델의 위치 {limit}개보다 길어서 앞부분만 번역했습니다.",
   "warn.unknown_tag": "{tags}: 이 모델이 학습한 태그가 아닙니다. 번역 방향에 아무 영향이 없습니다.",
   "warn.stopped_at_limit": "모델이 문장을 끝내기(</s>) 전에 길이 제한에서 번역이 멈췄습니다. 잘린 번역일 수 있습니다.",
   "warn.diag_log_prob": "환각일 수 있습니다. 모델이 이 번역에 낮은 확률을 줍니다 (토큰당 평균 로그 확률 {value}, 기준 {threshold} 미만).",
-  "warn.diag_eos_attention": "환각일 수 있습니다. 번역이 주로 원문의 끝(</s>)을 봅니다 (주의의 {value}, 기준 {threshold} 초과).",
-  "warn.diag_uncovered_share": "원문 일부가 빠졌을 수 있습니다. 원문 단어의 {value}만큼이 주의를 거의 받지 못합니다 (기준 {threshold} 초과).",
+  "warn.diag_eos_attention": "환각일 수 있습니다. 번역이 주로 원문의 끝(</s>)을 봅니다 (어텐션의 {value}, 기준 {threshold} 초과).",
+  "warn.diag_uncovered_share": "원문 일부가 빠졌을 수 있습니다. 원문 단어의 {value}만큼이 어텐션을 거의 받지 못합니다 (기준 {threshold} 초과).",
   "warn.diag_repeat_run": "번역이 같은 구절을 {value}번 연달아 반복합니다 (기준 {threshold}번).",
   "warn.diag_source_copy": "번역이 원문을 그대로 베낀 것 같습니다 (100점 중 유사도 {value}, 기준 {threshold}).",
   "warn.diag_length_ratio": "번역 길이가 원문에 비해 이상합니다. 원문 단어당 번역 단어 {value}개 (보통 {low}~{high}).",
