@@ -1,7 +1,9 @@
 """Screenshot of the web page for a given model (how docs/img/web_page.png was made).
 
     python docs/screenshot.py --model runs/demo/average --text "forty five thousand six hundred twenty one" \
-        --kind cross --layer 1 --head 0 --query 2 --out docs/img/web_page.png
+        --kind cross --layer 1 --head 1 --query 2 --out docs/img/web_page.png
+
+Layers and heads count from 1, as the page shows them (or "mean"); the query row counts from 0.
 """
 
 import argparse
@@ -15,9 +17,9 @@ def main():
     p.add_argument("--model", required=True)
     p.add_argument("--text", required=True)
     p.add_argument("--kind", default="cross")
-    p.add_argument("--layer", default="mean")
-    p.add_argument("--head", default="0", help="a head number: the step view shows one head")
-    p.add_argument("--query", type=int, default=0, help="query row to hover and open step by step")
+    p.add_argument("--layer", default="mean", help="a layer number from 1, or mean")
+    p.add_argument("--head", default="1", help="a head number from 1: the step view shows one head")
+    p.add_argument("--query", type=int, default=0, help="query row (from 0) to hover and open step by step")
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
