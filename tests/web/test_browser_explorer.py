@@ -139,7 +139,7 @@ def test_word_step_view_shows_the_word_row_as_the_mean_of_its_pieces(browser, se
     assert "the row of the word" in view and "mean of the rows of its" in view and "first piece" not in view
     page.click("#step button.piece >> nth=1")  # the second piece's own step: its softmax over the pieces
     piece = groups[word][1]
-    assert f"(row {piece}) of the word" in page.inner_text("#step-piece h3")
+    assert f"(row {piece + 1}) of the word" in page.inner_text("#step-piece h3")  # rows count from 1
     weights = page.eval_on_selector_all("#step-piece #step-table tbody tr",
                                         "rs => rs.map(r => Number(r.dataset.weight))")
     np.testing.assert_allclose(weights, maps.maps[kind][1, 0, piece], atol=1e-5)

@@ -88,6 +88,7 @@ export function rnnStep(s, keys, caption) {
 }
 
 export function stepCaption(data, kind, layer, head, query, row) {
-  return data.arch === "rnn" ? t("step.rnn_for", {row, query})
-    : t("step.for", {kind: t("kind." + kind), layer: nth(layer), head: nth(head), query, row});
+  // rows count from 1, as layers and heads (the URL's q= keeps the 0-based index)
+  return data.arch === "rnn" ? t("step.rnn_for", {row: nth(row), query})
+    : t("step.for", {kind: t("kind." + kind), layer: nth(layer), head: nth(head), query, row: nth(row)});
 }
