@@ -154,7 +154,7 @@ def test_line_view_overlays_the_chosen_heads_each_in_its_colour(page, server):
     assert page.get_attribute(f"{chips}[data-head='1']", "aria-pressed") == "false"
     # still linked to the matrix and the step view: a token click selects that row in both
     page.click(f"{view} text.lq >> nth=2")
-    page.wait_for_function("document.querySelector('[data-testid=step-view]').textContent.includes('row 2')")
+    page.wait_for_function("document.querySelector('[data-testid=step-view]').textContent.includes('(row 3)')")
     assert "selected" in page.get_attribute("#heatmap tbody tr >> nth=2", "class")
     page.set_viewport_size({"width": 390, "height": 844})
     page.click(f"{chips}[data-head='0']")
@@ -252,9 +252,9 @@ def test_keyboard_alone(page, server):
     assert page.evaluate("document.activeElement.classList.contains('q') && document.activeElement.dataset.q") == "0"
     page.keyboard.press("Enter")
     page.wait_for_selector("#step-table")
-    assert "row 0" in page.inner_text("[data-testid=step-view]")
+    assert "(row 1)" in page.inner_text("[data-testid=step-view]")  # rows count from 1 on the page
     page.keyboard.press("ArrowDown")
-    page.wait_for_function("document.querySelector('[data-testid=step-view]').textContent.includes('row 1')")
+    page.wait_for_function("document.querySelector('[data-testid=step-view]').textContent.includes('(row 2)')")
     assert page.evaluate("document.activeElement.dataset.q") == "1", "the arrow key moves the focus with the query"
     assert page.get_attribute("#heatmap button.q >> nth=1", "aria-label")
     for _ in range(20):  # on to the line view's tokens: arrows move, Enter opens the step view
@@ -264,7 +264,7 @@ def test_keyboard_alone(page, server):
     assert page.evaluate("document.activeElement.dataset.q") == "1"
     page.keyboard.press("ArrowDown")
     page.keyboard.press("Enter")
-    page.wait_for_function("document.querySelector('[data-testid=step-view]').textContent.includes('row 2')")
+    page.wait_for_function("document.querySelector('[data-testid=step-view]').textContent.includes('(row 3)')")
     assert page.evaluate("document.activeElement.dataset.q") == "2", "the focus stays on the line view's token"
     shot(page, "web_keyboard")
 
