@@ -42,6 +42,7 @@ def cmd_train(args) -> int:
     from aiayn.config import load_config
     from aiayn.device import limit_primitive_cache
     from aiayn.evaluation import dev_bleu_factory
+    from aiayn.training.distributed import shutdown
     from aiayn.training.run import prepare_run
 
     limit_primitive_cache()  # memory that grew with every step (BENCHMARKS.md, training memory)
@@ -60,6 +61,9 @@ def cmd_train(args) -> int:
     except KeyboardInterrupt:
         print(f"stopped at once (second signal); resume with the same command (checkpoint in {args.out}/checkpoints)")
         return 130
+    # every rank leaves the process group before the interpreter exits: left to exit, gloo's threads could
+    # abort a rank ("terminate called without an active exception", exit -6) after a finished run
+    shutdown(trainer.dist)
     if not main_process:
         return 0
     p = trainer.progress
