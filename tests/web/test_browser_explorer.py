@@ -220,6 +220,8 @@ def test_korean_page_has_no_english_ui_string(browser, server, rnn_server, arch)
         page.wait_for_selector("#pe-heat")
         page.click("#search-go")
     text = page.evaluate("document.body.innerText")
+    if arch == "transformer":  # Korean word order: "1층", as the step view's caption says it
+        assert re.search(r"\d층 · 헤드 \d", page.inner_text("#matrix-caption")), page.inner_text("#matrix-caption")
     page.check("[data-testid=alignment-toggle]")  # its legend, and the word view's step view
     page.check("#words")
     page.click("#heatmap button.q >> nth=0")

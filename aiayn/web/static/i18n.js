@@ -41,3 +41,6 @@ export function languageName(code) { return t("lang." + code) === "lang." + code
 
 // 1-based layer and head numbers wherever the user reads them
 export function nth(index) { return index === "mean" ? t("mean") : String(Number(index) + 1); }
+
+// "layer 2" / "2층": the word order is the language's
+export function layerName(index) { return index === "mean" ? t("layer.mean") : t("layer.n", {n: nth(index)}); }

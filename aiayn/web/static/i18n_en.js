@@ -40,7 +40,7 @@ export const TEXT_EN = {
   "result.probs": "probability of each output token:",
   "nbest.title": "Other candidates of the beam (click one to see its maps)",
   "download.png": "download PNG", "download.json": "download JSON",
-  kind: "kind", layer: "layer", head: "head", mean: "mean",
+  kind: "kind", layer: "layer", head: "head", mean: "mean", "layer.n": "layer {n}", "layer.mean": "layer mean",
   "kind.encoder_self": "encoder self-attention", "kind.decoder_self": "decoder self-attention (masked)",
   "kind.cross": "encoder–decoder (cross) attention", "kind.rnn": "RNN decoder attention over the encoder states",
   "explain.encoder_self":

@@ -3,7 +3,7 @@
 // heads at once, each head in its own colour (the head chips are both its picker and its legend).
 // Layers and heads are numbered from 1 where the user reads them (nth).
 import {esc} from "./api.js";
-import {lang, nth, t} from "./i18n.js";
+import {lang, layerName, nth, t} from "./i18n.js";
 import {isMasked, pieceMatrix, shade, viewMatrix} from "./matrix.js";
 
 const HEAD_COLOURS = ["#1d4ed8", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d",
@@ -36,7 +36,7 @@ export function drawOverview(box, maps, view, selected, onPick) {
   for (let h = 0; h < H; h++) grid.appendChild(label(`${t("head")} ${nth(h)}`));
   if (H > 1) grid.appendChild(label(t("mean")));
   for (let l = 0; l < L; l++) {
-    grid.appendChild(label(`${t("layer")} ${nth(l)}`));
+    grid.appendChild(label(layerName(l)));
     const heads = [...Array(H).keys()].concat(H > 1 ? ["mean"] : []);
     for (const h of heads) {
       const button = document.createElement("button");

@@ -1,6 +1,6 @@
 // Drawing every panel of the current view from the page's state S alone (owned by app.js, passed in).
 import {esc, showPiece} from "./api.js";
-import {lang, nth, t} from "./i18n.js";
+import {lang, layerName, nth, t} from "./i18n.js";
 import {alignedCells, axesView, drawLegend, drawMatrix, pieceMatrix, topKeys, viewMatrix} from "./matrix.js";
 import {drawHeadChips, drawLines, drawOverview, headColour} from "./overview.js";
 
@@ -14,7 +14,7 @@ export function kindName(S, kind) { return S.data && S.data.arch === "rnn" ? t("
 
 export function which(S) {
   return S.data.arch === "rnn" ? kindName(S, S.kind)
-    : `${t("kind." + S.kind)} · ${t("layer")} ${nth(S.layer)} · ${t("head")} ${nth(S.head)}`;
+    : `${t("kind." + S.kind)} · ${layerName(S.layer)} · ${t("head")} ${nth(S.head)}`;
 }
 
 export function caption(S) {
@@ -79,7 +79,7 @@ function lineLayers(S, view, matrix) {
 
 function lineCaption(S) {
   if (S.data.arch === "rnn") return kindName(S, S.kind);
-  const base = `${t("kind." + S.kind)} · ${t("layer")} ${nth(S.layer)} · `;
+  const base = `${t("kind." + S.kind)} · ${layerName(S.layer)} · `;
   if (!S.lineHeads.length) return `${base}${t("head")} ${nth(S.head)} ${t("lines.as_matrix")}`;
   return `${base}${t(S.lineHeads.length > 1 ? "lines.heads_n" : "head")} ${S.lineHeads.map(nth).join(", ")}`;
 }
