@@ -7,24 +7,11 @@ import json
 import numpy as np
 import pytest
 import torch
-from fastapi.testclient import TestClient
 
 from aiayn.data.synthetic import number_task
-from aiayn.decoding.translator import Translator
 from aiayn.inspect.capture import maps_of
-from aiayn.web.app import create_app
 
 SENTENCE = "forty five thousand six hundred"
-
-
-@pytest.fixture(scope="module")
-def translator(transformer_dir):
-    return Translator.from_pretrained(transformer_dir)
-
-
-@pytest.fixture(scope="module")
-def client(translator):
-    return TestClient(create_app(translator))
 
 
 @pytest.fixture(scope="module")

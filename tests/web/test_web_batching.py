@@ -29,11 +29,6 @@ TEXTS = ["forty five thousand", "nine", "three hundred seven", "twenty one", "si
 PLAIN_KEYS = {"translation", "score", "source_tokens", "target_tokens"}
 
 
-@pytest.fixture(scope="module")
-def translator(transformer_dir):
-    return Translator.from_pretrained(transformer_dir)
-
-
 class Recording:
     """The real translator behind a gate: every call is recorded (sentences, beam) and waits until the test
     opens the gate; `fail(sentences)` may raise instead of translating."""

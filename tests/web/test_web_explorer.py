@@ -11,23 +11,12 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from aiayn.decoding.translator import Translator
 from aiayn.inspect.capture import InspectError, capture
 from aiayn.inspect.head_choice import maps_alignment
 from aiayn.web.app import create_app
 from aiayn.web.info import training_facts
 
 SENTENCE, TARGET = "forty five thousand", "fünf und vierzig tausend"
-
-
-@pytest.fixture(scope="module")
-def translator(transformer_dir):
-    return Translator.from_pretrained(transformer_dir)
-
-
-@pytest.fixture(scope="module")
-def client(translator):
-    return TestClient(create_app(translator))
 
 
 def test_target_gives_the_teacher_forced_maps_of_aiayn_attention(client, translator):

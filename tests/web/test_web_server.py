@@ -86,11 +86,6 @@ class Gated:
         return self.real.translate(sentences, options=options, target_prefix=target_prefix, **per_sentence)
 
 
-@pytest.fixture(scope="module")
-def translator(transformer_dir):
-    return Translator.from_pretrained(transformer_dir)
-
-
 def post_in_threads(url: str, payloads: list[dict]) -> tuple[list[threading.Thread], list]:
     results = [None] * len(payloads)
 
