@@ -52,6 +52,9 @@ def parse_head(text: str, n_layers: int, n_heads: int) -> tuple[int, int | None]
 
 
 def _best_from_file(path: Path) -> str:
+    if not path.is_file():
+        raise InspectError(f"--alignment-head {path}: no such file; write it with `aiayn heads --model M --json "
+                           f"> {path.name}`, or give L:H")
     try:
         heads = json.loads(path.read_text(encoding="utf-8"))["heads"]
         return heads[0]["name"]

@@ -91,7 +91,7 @@ def test_without_gold_heads_are_ranked_by_score():
     assert flat.entropy == pytest.approx(1.0)
 
 
-def test_rank_heads_on_a_model(transformer_dir, monkeypatch):
+def test_rank_heads_on_a_model(transformer_dir, monkeypatch, tmp_path):
     from aiayn.decoding.translator import Translator
     from aiayn.inspect import head_choice
     from aiayn.inspect.heads import rank_heads
@@ -106,7 +106,10 @@ def test_rank_heads_on_a_model(transformer_dir, monkeypatch):
     monkeypatch.setattr(head_choice, "builtin_pairs", lambda data: pairs)  # "best" ranks these four
     layer, head = choose("best", translator)
     assert f"{layer + 1}:{'mean' if head is None else head + 1}" == scores[0].name  # names count from 1
-    for bad, says in (("9:9", "no such head; the model has 2 decoder layers"), ("x", "give L:H")):
+    (tmp_path / "bad.json").write_text("{not json")
+    for bad, says in (("9:9", "no such head; the model has 2 decoder layers"), ("x", "give L:H"),
+                      (str(tmp_path / "missing.json"), "no such file"),
+                      (str(tmp_path / "bad.json"), "not a ranking written by")):
         with pytest.raises(InspectError, match=says) as err:
             choose(bad, translator)
         assert "\n" not in str(err.value)
