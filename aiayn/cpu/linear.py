@@ -39,13 +39,19 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pre
             or torch.compiler.is_compiling()):  # training, bf16, GPU, or traced (compiled.py): torch's own product
         return nn.functional.linear(x, weight, bias)
     rows = x.numel() // x.size(-1)
-    if packing_pays():
-        if rows * weight.size(0) >= PACK_MIN_OUTPUTS:
-            return torch.ops.mkldnn._linear_pointwise(x, prepared.get(weight), bias, "none", [], "")
+    pack = packing_pays()
+    if pack and rows * weight.size(0) < PACK_MIN_OUTPUTS:  # too small a product to gain from packing
         return nn.functional.linear(x, weight, bias)
-    x_rows, w_t = x.reshape(rows, x.size(-1)), prepared.get(weight, pack=False)  # (rows, in), (in, out)
-    out = x_rows @ w_t if bias is None else torch.addmm(bias, x_rows, w_t)
+    out = project(x.reshape(rows, x.size(-1)), prepared.get(weight, pack=pack), bias)  # (rows, out)
     return out.view(*x.shape[:-1], weight.size(0))
+
+
+def project(x_rows: torch.Tensor, prepared: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x_rows (R, in) by a weight in `prepare`'s form (oneDNN-packed (out, in), or (in, out) contiguous)
+    -> (R, out)."""
+    if prepared.is_mkldnn:
+        return torch.ops.mkldnn._linear_pointwise(x_rows, prepared, bias, "none", [], "")
+    return x_rows @ prepared if bias is None else torch.addmm(bias, x_rows, prepared)
 
 
 class PackedLinear(nn.Linear):

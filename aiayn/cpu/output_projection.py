@@ -12,14 +12,7 @@ is transposed to (D, V) and made contiguous, which was still ~20% faster than li
 import torch
 from torch import nn
 
-from aiayn.cpu.linear import PackedLinear
-
-
-def project(hidden: torch.Tensor, prepared: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """hidden (R, D), the weight in prepare's form -> logits (R, V)."""
-    if prepared.is_mkldnn:
-        return torch.ops.mkldnn._linear_pointwise(hidden, prepared, bias, "none", [], "")
-    return hidden @ prepared if bias is None else torch.addmm(bias, hidden, prepared)
+from aiayn.cpu.linear import PackedLinear, project
 
 
 class PackedOutputProjection(PackedLinear):

@@ -208,7 +208,7 @@ def test_bad_config_values_are_clear_errors():
 
 
 def test_prepared_output_projection_matches_linear_and_follows_weight_updates():
-    from aiayn.cpu.output_projection import project
+    from aiayn.cpu.linear import project
     from aiayn.cpu.prepared_weight import PreparedWeight, prepare
 
     weight, bias, hidden = torch.randn(50, 16), torch.randn(50), torch.randn(7, 16)
