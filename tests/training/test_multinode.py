@@ -11,7 +11,6 @@ at a c10d rendezvous on 127.0.0.1 (the README's multi-machine command with 127.0
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.serving import free_port
 from tests.training.test_training import TINY, run_train, step_losses, wait_for
 
 pytestmark = pytest.mark.slow
@@ -29,12 +29,6 @@ EXTRA = [f"train.max_steps={STEPS}", "train.save_every=4", "train.eval_every=100
          "train.average_last=1"]
 FINAL = f"checkpoints/step_{STEPS:08d}/model.safetensors"
 NODE_TIMEOUT_S = 120  # a node's whole run; a failure on the other node must end it far sooner
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_node(out: Path, port: int, job: str, nproc: int, extra: list[str], log: Path) -> subprocess.Popen:

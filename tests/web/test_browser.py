@@ -6,14 +6,12 @@ and sets it, so in CI these tests always run. Screenshots go to runs/test-artifa
 import math
 import os
 import shutil
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.paths import REPO
+from tests.serving import serving
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("AIAYN_ARTIFACTS", REPO / "runs" / "test-artifacts"))
@@ -24,30 +22,13 @@ if not Path(CHROMIUM).exists() and not os.environ.get("AIAYN_REQUIRE_BROWSER"):
     pytest.skip("no Chromium here (apt-get install chromium); CI installs it", allow_module_level=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve(model_dir, alignment=None):
     """The app on loopback (alignment: `aiayn serve --alignment-head`'s value) -> its address."""
-    import uvicorn
-
     from aiayn.decoding.translator import Translator
     from aiayn.web.app import create_app
 
-    port = free_port()
-    app = create_app(Translator.from_pretrained(model_dir), alignment=alignment)
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with serving(create_app(Translator.from_pretrained(model_dir), alignment=alignment)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import socket
 import sys
 import threading
 import time
-from contextlib import contextmanager
 
 import httpx
 import numpy as np
@@ -28,34 +27,11 @@ from aiayn.web.app import (
     heaviest_text,
     max_response_bytes,
 )
+from tests.serving import serving
 
 CHUNK = 65_536
 HUGE = 50 * 2**20  # an upload far past MAX_BODY: only a server that reads it whole would take it all
 STEP = {"source_ids": [5, 3], "target_input_ids": [2], "kind": "cross", "layer": 0, "head": 0, "query": 0}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def serving(app):
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def wait_until(condition, what: str, seconds: float = 20.0) -> None:
