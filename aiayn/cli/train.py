@@ -39,6 +39,7 @@ def _existing(out: Path, names) -> str:
 
 
 def cmd_train(args) -> int:
+    from aiayn.cli import _exit_now
     from aiayn.config import load_config
     from aiayn.device import limit_primitive_cache
     from aiayn.evaluation import dev_bleu_factory
@@ -65,7 +66,10 @@ def cmd_train(args) -> int:
     # abort a rank ("terminate called without an active exception", exit -6) after a finished run
     shutdown(trainer.dist)
     if not main_process:
-        return 0
+        # the other ranks have written all they write; leaving without the interpreter's teardown spares
+        # them torch's native exit path, where a rank still aborted now and then after the process group
+        # was destroyed ("terminate called without an active exception", exit -6, failing the job)
+        _exit_now(0)
     p = trainer.progress
     print(f"stopped at step {p.step} (epoch {p.epoch}): {trainer.stop_reason}")
     if trainer.stopped_by_signal:
