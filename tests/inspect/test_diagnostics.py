@@ -204,3 +204,30 @@ def test_the_page_words_every_diagnostic_warning_in_both_languages():
     for name in ("i18n_en.js", "i18n_ko.js"):
         keys = set(re.findall(r'"warn\.diag_(\w+)"', (static / name).read_text()))
         assert keys == signals, name
+
+
+def _bench_diagnostics():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_diagnostics", REPO / "bench" / "diagnostics.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_thresholds_keep_all_flags_within_the_budget():
+    """bench/diagnostics.py shrinks every signal's tail together until all flags fire on at most
+    FLAG_BUDGET of val; its flagged share is diagnose()'s for the same thresholds."""
+    bench, rng = _bench_diagnostics(), np.random.default_rng(0)
+    words = ["".join(rng.choice(list("abcdefghijklmnop"), 5)) for _ in range(40)]
+    evidences = [Evidence(source="ein Hund läuft", output=" ".join(rng.choice(words, 3)), src_tokens=SRC,
+                          tgt_tokens=TGT, cross=diagonal() + rng.uniform(0, 0.3, (2, 2, 4, 4)),
+                          log_prob=float(rng.normal(-2, 1)))
+                 for _ in range(400)]
+    val = [diagnose(e) for e in evidences]
+    thresholds, tail = bench.thresholds_on(val)
+    share = bench.flagged_at(val, thresholds)
+    assert 0 < share <= bench.FLAG_BUDGET and 0.1 <= tail <= 1.0
+    assert share == np.mean([bool(diagnose(e, thresholds)["flags"]) for e in evidences])
+    log_probs = [d["signals"]["log_prob"]["value"] for d in val]
+    assert thresholds.log_prob == round(float(np.percentile(log_probs, tail)), 2)
