@@ -250,3 +250,19 @@ def test_no_sideways_scroll_at_phone_and_tablet_widths(browser, server, rnn_serv
             assert not page.is_visible("[data-testid=arch-map]"), "an RNN page shows only what applies"
     page.screenshot(path=str(ARTIFACTS / f"web_{arch}_{lang}_320.png"), full_page=True)
     assert not page.errors
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_model_panel_gives_each_paper_symbol_a_plain_words_label(browser, server, lang):
+    page = open_page(browser, server, lang=lang)
+    page.goto(server)
+    page.wait_for_selector("[data-testid=model-info] dd")
+    facts = dict(page.eval_on_selector_all("[data-testid=model-info] [data-fact]", "ds => ds.map(d => "
+                                           "[d.querySelector('dt').innerText, d.querySelector('dd').innerText])"))
+    info = page.evaluate("fetch('/api/info').then(r => r.json())")
+    words = r"[가-힣]{2}" if lang == "ko" else r"[a-z]{4}"
+    for symbol in ("d_model", "d_k", "d_ff"):  # one symbol a line, beside words that say what it is
+        (label,) = [k for k in facts if symbol in k]
+        assert re.search(rf"\({symbol}\)$", label) and re.search(words, label.replace(symbol, "")), label
+        assert facts[label] == str(info[symbol])
+    assert not page.errors

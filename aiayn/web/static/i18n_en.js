@@ -5,8 +5,11 @@ export const TEXT_EN = {
     "Type a sentence, translate it, then look at every attention head: which words each word looks at, " +
     "and how the numbers are made.",
   "model.title": "The loaded model", "model.examples": "Try an example:",
-  "f.arch": "architecture", "f.langs": "languages", "f.data": "trained on", "f.layers": "layers (encoder + decoder)",
-  "f.heads": "heads per layer", "f.dims": "d_model / d_k", "f.dff": "d_ff (FFN)", "f.params": "parameters",
+  "f.arch": "architecture", "f.langs": "languages", "f.data": "trained on", "f.layers": "layers, encoder + decoder (N)",
+  "f.heads": "heads per layer (h)", "f.d_model": "model width (d_model)",
+  "f.d_hidden": "hidden size (d_model)",
+  "f.d_k": "each head's query and key width (d_k)", "f.dff": "feed-forward inner width (d_ff)",
+  "f.params": "parameters",
   "f.steps": "training steps", "f.bleu": "dev BLEU", "f.imported": "imported from", "f.unknown": "not recorded",
   "f.post_ln": "post-LN, as the paper", "f.pre_ln": "pre-LN",
   "f.decode": "decoding", "f.decode_value": "beam {beam}, length penalty α = {alpha}",

@@ -23,7 +23,8 @@ export function facts(i) {
   return [["f.arch", architecture(i)], ["f.langs", langs], ["f.data", i.dataset || t("f.unknown")],
     ...training(i), ["f.params", Number(i.parameters).toLocaleString("en")],
     ["f.layers", `${i.n_encoder_layers} + ${i.n_decoder_layers}`], ["f.heads", i.n_heads],
-    ["f.dims", i.d_k ? `${i.d_model} / ${i.d_k}` : i.d_model],
+    [i.arch === "rnn" ? "f.d_hidden" : "f.d_model", i.d_model],
+    ...(i.d_k ? [["f.d_k", i.d_k]] : []),
     ...(i.d_ff ? [["f.dff", i.d_ff]] : []),
     ["f.decode", t("f.decode_value", {beam: i.decode.beam, alpha: i.decode.alpha})]];
 }
