@@ -266,3 +266,19 @@ def test_model_panel_gives_each_paper_symbol_a_plain_words_label(browser, server
         assert re.search(rf"\({symbol}\)$", label) and re.search(words, label.replace(symbol, "")), label
         assert facts[label] == str(info[symbol])
     assert not page.errors
+
+
+def test_head_search_says_how_many_of_its_heads_it_lists_in_the_pages_word_order(browser, server):
+    page = translated(open_page(browser, server, lang="ko"), server, "?text=forty+five+thousand")
+    page.click("[data-testid=head-search] #search-go")
+    first = page.inner_text("[data-testid=head-search] button.rank >> nth=0")
+    assert re.match(r"\d층 · 헤드 \d", first), first  # "4층", as the matrix and the step view say it
+    # a model of 16 heads: the list shows 12 of them and its caption says so (it said "16 heads ranked")
+    caption = page.evaluate("""import('/static/search.js').then(m => {
+        const box = document.createElement('div'), info = {parameters: 1, n_encoder_layers: 4, n_heads: 4};
+        const ranked = [...Array(16).keys()].map(i => ({layer: i >> 2, head: i % 4, weight: 1 - i / 16}));
+        m.showRanking(box, ranked, info, () => {});
+        return [box.querySelector('.caption').innerText, box.querySelectorAll('button.rank').length];
+    })""")
+    assert caption[1] == 12 and "16" in caption[0] and "12" in caption[0], caption
+    assert not page.errors

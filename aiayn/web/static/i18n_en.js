@@ -100,7 +100,9 @@ export const TEXT_EN = {
     "Pick a query token and a key token: every layer × head of this kind is ranked by the attention " +
     "weight from the one to the other, and the best one opens.",
   "search.query": "query", "search.key": "key", "search.go": "Find the heads",
-  "search.ranked": "{n} heads ranked by that weight (the matrix's numbers):", "search.opened": "opened",
+  "search.ranked": "{n} heads ranked by that weight (the matrix's numbers):",
+  "search.ranked_top": "The {shown} highest of the {n} heads, ranked by that weight (the matrix's numbers):",
+  "search.opened": "opened",
   "search.weak": "No head of this model does this well: the best weight is {best}, under {min}.",
   "search.weak_why":
     "This model is small ({params} parameters, {layers} layers of {heads} heads, d_model {d}) and was " +

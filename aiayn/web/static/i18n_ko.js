@@ -75,7 +75,8 @@ export const TEXT_KO = {
   "search.title": "이 일을 하는 헤드는?",
   "search.explain": "쿼리 토큰과 키 토큰을 고르면, 이 종류의 모든 층 × 헤드를 그 쿼리가 그 키에 주는 어텐션 가중치 순으로 줄 세우고 가장 높은 헤드를 엽니다.",
   "search.query": "쿼리", "search.key": "키", "search.go": "헤드 찾기",
-  "search.ranked": "헤드 {n}개를 그 가중치 순으로 (행렬의 숫자 그대로):", "search.opened": "열림",
+  "search.ranked": "헤드 {n}개를 그 가중치 순으로 (행렬의 숫자 그대로):",
+  "search.ranked_top": "헤드 {n}개 중 그 가중치가 높은 {shown}개 (행렬의 숫자 그대로):", "search.opened": "열림",
   "search.weak": "이 모델에는 이 일을 잘하는 헤드가 없습니다. 가장 높은 가중치가 {best}로 {min}보다 낮습니다.",
   "search.weak_why":
     "이 모델은 작고 (파라미터 {params}개, 층 {layers}개, 층마다 헤드 {heads}개, d_model {d}) {steps} 스텝만 학습했습니다. 이렇게 특화된 " +

@@ -2,7 +2,7 @@
 // the current kind ranked by that weight (the maps' own numbers, merged as the view merges words). When
 // even the best is weak the page says so, why, and how to get a model whose heads do such things.
 import {esc} from "./api.js";
-import {nth, t} from "./i18n.js";
+import {layerName, nth, t} from "./i18n.js";
 import {pieceMatrix, viewMatrix} from "./matrix.js";
 
 export const WEAK = 0.3;  // a best weight below this: no head of this model does it well
@@ -40,10 +40,12 @@ aiayn serve --model opus-mt</code></pre></div>`;
 
 export function showRanking(box, ranked, info, onOpen) {
   const items = ranked.slice(0, SHOWN).map((r, i) => `<li><button type="button" class="rank" data-layer="${r.layer}"
- data-head="${r.head}" data-weight="${r.weight}">${esc(t("layer"))} ${nth(r.layer)} · ${esc(t("head"))} ${nth(r.head)}:
+ data-head="${r.head}" data-weight="${r.weight}">${esc(layerName(r.layer))} · ${esc(t("head"))} ${nth(r.head)}:
  <b>${r.weight.toFixed(3)}</b>${i === 0 ? ` (${esc(t("search.opened"))})` : ""}</button></li>`).join("");
   const best = ranked.length ? ranked[0].weight : 0;
-  box.innerHTML = `<p class="caption">${esc(t("search.ranked", {n: ranked.length}))}</p>` +
+  const caption = ranked.length > SHOWN ? t("search.ranked_top", {shown: SHOWN, n: ranked.length})
+    : t("search.ranked", {n: ranked.length});
+  box.innerHTML = `<p class="caption">${esc(caption)}</p>` +
     `<ol class="ranking">${items}</ol>` +
     (best < WEAK ? weakNote(info, best) : "");
   box.querySelectorAll("button.rank").forEach(b => b.addEventListener("click",
