@@ -282,3 +282,16 @@ def test_head_search_says_how_many_of_its_heads_it_lists_in_the_pages_word_order
     })""")
     assert caption[1] == 12 and "16" in caption[0] and "12" in caption[0], caption
     assert not page.errors
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_model_panel_labels_stay_whole_on_a_phone(browser, server, rnn_server, arch):
+    url = server if arch == "transformer" else rnn_server
+    page = open_page(browser, url, width=360, lang="ko")
+    page.goto(url)
+    page.wait_for_selector("[data-testid=model-info] dd")
+    lines = page.eval_on_selector_all("[data-testid=model-info] dt", "ds => ds.map(d => [d.innerText, "
+                                      "d.getBoundingClientRect().height / parseFloat(getComputedStyle(d).lineHeight)])")
+    broken = [text for text, n in lines if n > 1.5]  # the RNN's "구조" was squeezed into "구" over "조"
+    assert not broken, broken
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth") and not page.errors
