@@ -129,6 +129,9 @@ class TrainConfig:
             (aiayn/training/tensorboard_log.py).
         attention_timeline: at each validation, keep the attention maps of this many dev sentences under
             RUN/timeline/ for the explorer's timeline slider (0 = off, at most 8; aiayn/training/timeline.py).
+        pronoun_probe: the coreference task only: weight of an auxiliary loss that asks the encoder's output
+            at "it" to predict the German pronoun (aiayn/training/pronoun_probe.py; it supervises no attention);
+            0 = off.
         num_threads: torch CPU threads (0 = torch's default).
         micro_batch_workers: CPU data parallelism in one process: each micro-batch is dealt into this many
             shares, run side by side in as many worker threads, each with num_threads / micro_batch_workers
@@ -163,6 +166,7 @@ class TrainConfig:
     log_every: int = 50
     tensorboard: bool = False
     attention_timeline: int = 0
+    pronoun_probe: float = 0.0
     num_threads: int = 0
     micro_batch_workers: int = 0
 
@@ -226,7 +230,7 @@ TRAIN_RULES = {
     "eval_every": at_least(1), "bleu_every": at_least(0), "bleu_sentences": at_least(1), "save_every": at_least(1),
     "keep_last": at_least(1), "average_last": at_least(0), "patience": at_least(0), "ema_decay": fraction,
     "log_every": at_least(1), "num_threads": between(0, 1024), "micro_batch_workers": between(0, 1024),
-    "attention_timeline": between(0, 8),
+    "attention_timeline": between(0, 8), "pronoun_probe": at_least(0),
 }
 DECODE_RULES = {"beam": at_least(1), "length_penalty": between(0, 10), "max_len_a": at_least(0),
                 "max_len_b": at_least(1),
@@ -387,6 +391,11 @@ def _check_data(cfg: ExperimentConfig) -> None:
         raise FieldError("data.dataset", f"data.dataset={data.dataset!r} must be synthetic, coreference, multi30k "
                          f"or files")
     check_data_files(data)  # data.corpora, data.train / data.valid (TSV), or the aligned files
+    if cfg.train.pronoun_probe and (data.dataset != "coreference" or cfg.model.arch != "transformer"):
+        raise FieldError(("train.pronoun_probe", "data.dataset", "model.arch"), f"train.pronoun_probe="
+                         f"{cfg.train.pronoun_probe:g} is an auxiliary loss of the coreference task's Transformer, "
+                         f"not of data.dataset={data.dataset} with model.arch={cfg.model.arch}; set "
+                         f"train.pronoun_probe=0")
     if data.dataset == "multi30k":
         for name, value, allowed in (("src_lang", data.src_lang, multi30k.LANGS),
                                      ("tgt_lang", data.tgt_lang, multi30k.LANGS),

@@ -183,9 +183,12 @@ class Transformer(nn.Module):
     def decoder_output(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher forcing up to the output projection: src (B, S), tgt_in (B, T) -> (B, T, D). Training
         fuses the projection into its loss (aiayn/training/loss.py): the (N, V) logits are never whole."""
-        src_mask = padding_mask(src, self.pad_id)
         memory, _ = self.encode(src)
-        return self._decoder_hidden(tgt_in, memory, src_mask, False)[0]
+        return self.decoder_output_from(memory, src, tgt_in)
+
+    def decoder_output_from(self, memory: torch.Tensor, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """decoder_output with the encoder's output memory (B, S, D) given (a loss that also reads it)."""
+        return self._decoder_hidden(tgt_in, memory, padding_mask(src, self.pad_id), False)[0]
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
         """src (B, S), tgt_in (B, T) -> logits (B, T, V) [, {"encoder_self", "decoder_self", "cross"}]."""

@@ -144,14 +144,22 @@ def projected_label_smoothed_loss(hidden: torch.Tensor, weight: torch.Tensor, bi
 class TrainingObjective(torch.nn.Module):
     """The model with its loss: what the trainer calls (and DDP wraps, since DDP hooks only a module's
     forward). (B, S) src, (B, T) tgt_in and tgt_out -> (smoothed loss sum, nll sum) over the real
-    (non-pad) target tokens; the output projection runs only there, fused into the loss."""
+    (non-pad) target tokens; the output projection runs only there, fused into the loss. A probe
+    (training/pronoun_probe.py) adds its auxiliary loss to the first while the model trains."""
 
-    def __init__(self, *, model: torch.nn.Module, pad_id: int, epsilon: float):
+    def __init__(self, *, model: torch.nn.Module, pad_id: int, epsilon: float, probe=None):
         super().__init__()
-        self.model, self.pad_id, self.epsilon = model, pad_id, epsilon
+        self.model, self.pad_id, self.epsilon, self.probe = model, pad_id, epsilon, probe
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
         real = tgt_out != self.pad_id  # (B, T)
-        hidden = self.model.decoder_output(src, tgt_in)[real]  # (N, D)
         generator = self.model.generator
-        return projected_label_smoothed_loss(hidden, generator.weight, generator.bias, tgt_out[real], self.epsilon)
+        if self.probe is None or not self.model.training:
+            hidden = self.model.decoder_output(src, tgt_in)[real]  # (N, D)
+            return projected_label_smoothed_loss(hidden, generator.weight, generator.bias, tgt_out[real],
+                                                 self.epsilon)
+        memory, _ = self.model.encode(src)  # (B, S, D)
+        hidden = self.model.decoder_output_from(memory, src, tgt_in)[real]
+        loss, nll = projected_label_smoothed_loss(hidden, generator.weight, generator.bias, tgt_out[real],
+                                                  self.epsilon)
+        return loss + self.probe.loss(memory, src, tgt_out, self.model.tgt_embed.weight), nll

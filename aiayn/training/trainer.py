@@ -32,6 +32,7 @@ from aiayn.training.loss import TrainingObjective
 from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, micro_batch_seed, split_batch
 from aiayn.training.progress import Progress, rng_states, set_rng_states, trim_metrics
 from aiayn.training.progress_bar import TrainingBar
+from aiayn.training.pronoun_probe import PronounProbe
 from aiayn.training.run_files import append_line, average_last, interrupted, prune_checkpoints
 from aiayn.training.schedule import lr_scheduler
 
@@ -52,8 +53,9 @@ class Trainer:
         if self.tc.bf16 and not self.bf16:
             log.warning("train.bf16: this %s has no hardware bf16 matmuls (a CPU needs AVX-512), and emulated bf16 "
                         "is tens of times slower than float32: training in float32 instead", self.device.type)
+        probe = PronounProbe(tokenizer=tokenizer, weight=self.tc.pronoun_probe) if self.tc.pronoun_probe else None
         self.objective = TrainingObjective(model=self.model, pad_id=tokenizer.pad_id,
-                                           epsilon=self.tc.label_smoothing)
+                                           epsilon=self.tc.label_smoothing, probe=probe)
         self.net = DistributedDataParallel(self.objective) if self.dist.enabled else self.objective
         self.workers = None  # train.micro_batch_workers (checked by prepare_run): the threads of the micro-batches
         if self.tc.micro_batch_workers:
