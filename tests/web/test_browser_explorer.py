@@ -295,3 +295,23 @@ def test_model_panel_labels_stay_whole_on_a_phone(browser, server, rnn_server, a
     broken = [text for text, n in lines if n > 1.5]  # the RNN's "구조" was squeezed into "구" over "조"
     assert not broken, broken
     assert page.evaluate("document.documentElement.scrollWidth <= innerWidth") and not page.errors
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_input_fields_show_their_whole_placeholder_in_the_pages_font(browser, server, lang):
+    page = open_page(browser, server, width=360, lang=lang)
+    page.goto(server)
+    page.wait_for_selector("[data-testid=model-info] dd")
+    for width in (360, 390, 1280):
+        page.set_viewport_size({"width": width, "height": 800})
+        for field in ("#text", "[data-testid=target-input]"):
+            fits = page.eval_on_selector(field, """el => {
+                const body = getComputedStyle(document.body).fontFamily, own = getComputedStyle(el).fontFamily;
+                const shown = el.clientHeight;  // empty: the placeholder is what the field shows
+                el.value = el.placeholder;  // the placeholder's text, measured as the field lays it out
+                const fits = el.scrollHeight <= shown + 1;
+                el.value = '';
+                return [own === body, fits, el.placeholder];
+            }""")
+            assert fits[0] and fits[1], f"{lang} {width} px: {field} {fits}"  # it was monospace, cut at 360 px
+    assert not page.errors
