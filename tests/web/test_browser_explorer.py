@@ -315,3 +315,18 @@ def test_input_fields_show_their_whole_placeholder_in_the_pages_font(browser, se
             }""")
             assert fits[0] and fits[1], f"{lang} {width} px: {field} {fits}"  # it was monospace, cut at 360 px
     assert not page.errors
+
+
+@pytest.mark.parametrize("width", [360, 390, 1280])
+def test_line_view_labels_stay_readable_on_a_phone(browser, server, width):
+    page = translated(open_page(browser, server, width=width, lang="ko"), server, "?text=forty+five+thousand")
+    sizes = page.eval_on_selector_all("[data-testid=line-view] svg text", "ts => ts.map(t => "
+                                      "t.getScreenCTM().a * parseFloat(getComputedStyle(t).fontSize))")
+    assert sizes and min(sizes) >= 11, f"{width} px: labels drawn at {min(sizes):.1f} px"  # 7.9 px at 360 px
+    page.click("[data-testid=line-view] text.lq >> nth=1")
+    lines = page.eval_on_selector_all("[data-testid=line-view] svg line", "ls => ls.map(l => "
+                                      "[l.x1.baseVal.value, l.x2.baseVal.value])")
+    box = page.evaluate("(s => [Number(s.dataset.qx), Number(s.dataset.kx)])"
+                        "(document.querySelector('[data-testid=line-view] svg'))")
+    assert lines and all(box[0] < x1 < x2 < box[1] for x1, x2 in lines)  # between the two columns of tokens
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth") and not page.errors

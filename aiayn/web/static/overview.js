@@ -74,17 +74,21 @@ const LINE_STEP = 20;
 
 function clip(text, n = 22) { return text.length > n ? text.slice(0, n - 1) + "…" : text; }
 
-function buildLines(view, handlers) {
-  // the tokens, built once per sentence/kind/view: redrawing them would drop the keyboard focus
+function buildLines(view, handlers, boxWidth) {
+  // the tokens, built once per sentence/kind/view: redrawing them would drop the keyboard focus. The
+  // drawing is as wide as its box (at most 480 units, then scaled up), so that on a phone its 12 px
+  // labels stay 12 px instead of shrinking with a 480-unit drawing; the labels are clipped to fit.
   const Q = view.rows.length, K = view.cols.length, height = Math.max(Q, K) * LINE_STEP + 10;
-  const root = svg("svg", {viewBox: `0 0 480 ${height}`, width: "100%", role: "group",
-                           "aria-label": t("lines.title")});
+  const width = Math.round(Math.min(480, Math.max(240, boxWidth || 480)));
+  const qx = Math.round(width * 0.4), kx = width - qx, chars = Math.max(6, Math.floor(qx / 7.5));
+  const root = svg("svg", {viewBox: `0 0 ${width} ${height}`, width: "100%", role: "group",
+                           "aria-label": t("lines.title"), "data-qx": qx, "data-kx": kx});
   root.style.maxWidth = "600px";
   root.appendChild(svg("g", {class: "lines"}));
   view.rows.forEach((r, q) => {
-    const text = svg("text", {x: 190, y: 15 + q * LINE_STEP, "text-anchor": "end", class: "lq", tabindex: -1,
+    const text = svg("text", {x: qx, y: 15 + q * LINE_STEP, "text-anchor": "end", class: "lq", tabindex: -1,
                               role: "button", "data-q": q});
-    text.textContent = clip(r.label ? `${r.label} ${r.sub || ""}`.trim() : r.sub);
+    text.textContent = clip(r.label ? `${r.label} ${r.sub || ""}`.trim() : r.sub, chars);
     text.setAttribute("aria-label", text.textContent);
     text.addEventListener("mouseenter", () => handlers.preview(q));
     text.addEventListener("focus", () => handlers.preview(q));
@@ -99,8 +103,8 @@ function buildLines(view, handlers) {
     root.appendChild(text);
   });
   view.cols.forEach((c, k) => {
-    const text = svg("text", {x: 290, y: 15 + k * LINE_STEP, class: "lk", "data-k": k});
-    text.textContent = clip(c.label);
+    const text = svg("text", {x: kx, y: 15 + k * LINE_STEP, class: "lk", "data-k": k});
+    text.textContent = clip(c.label, chars);
     root.appendChild(text);
   });
   return root;
@@ -131,10 +135,11 @@ export function drawLines(box, view, layers, query, scale, handlers, signature) 
   // still show both colours; query: the row whose lines are drawn (null: every row, faintly). Only the
   // lines and the highlights change when the query does.
   if (box.dataset.signature !== signature || !box.firstChild) {
-    box.replaceChildren(buildLines(view, handlers));
+    box.replaceChildren(buildLines(view, handlers, box.clientWidth));
     box.dataset.signature = signature;
   }
   const root = box.firstChild, group = root.querySelector("g.lines"), Q = view.rows.length;
+  const x1 = Number(root.dataset.qx) + 5, x2 = Number(root.dataset.kx) - 5;
   const spread = Math.min(3, 8 / layers.length);
   group.replaceChildren();
   layers.forEach(({matrix, colour, head}, i) => {
@@ -144,7 +149,7 @@ export function drawLines(box, view, layers, query, scale, handlers, signature) 
       matrix[q].forEach((w, k) => {
         const a = shade(w, rowMax, scale) * (query === null ? 0.35 : 1);
         if (a < 0.02 || isMasked(view, q, k)) return;
-        const line = svg("line", {x1: 195, y1: 11 + q * LINE_STEP + dy, x2: 285, y2: 11 + k * LINE_STEP + dy,
+        const line = svg("line", {x1, y1: 11 + q * LINE_STEP + dy, x2, y2: 11 + k * LINE_STEP + dy,
                                   stroke: colour, "stroke-width": (0.5 + 3.5 * a).toFixed(2),
                                   "stroke-opacity": a.toFixed(3), "data-head": head});
         if (query !== null) {
