@@ -330,3 +330,16 @@ def test_line_view_labels_stay_readable_on_a_phone(browser, server, width):
                         "(document.querySelector('[data-testid=line-view] svg'))")
     assert lines and all(box[0] < x1 < x2 < box[1] for x1, x2 in lines)  # between the two columns of tokens
     assert page.evaluate("document.documentElement.scrollWidth <= innerWidth") and not page.errors
+
+
+@pytest.mark.parametrize(("lang", "word"), [("en", "probabilit"), ("ko", "확률")])
+def test_post_edit_hint_points_at_the_tokens_that_answer_a_click(browser, server, lang, word):
+    page = translated(open_page(browser, server, width=390, lang=lang), server, "?text=forty+five+thousand")
+    hint, row = page.inner_text("#postedit-hint"), page.inner_text("[data-testid=token-probs] .note")
+    # the clickable tokens are the probability row's, not the bold translation above it ("a token of the
+    # translation" sent a reader to text that does nothing)
+    assert word in hint and word in row, (hint, row)
+    assert page.eval_on_selector("#translation", "el => el.onclick === null && !el.querySelector('[role=button]')")
+    page.click("[data-testid=token-probs] .tp >> nth=1")
+    page.wait_for_selector("[data-testid=alternatives] button.alt")
+    assert not page.errors

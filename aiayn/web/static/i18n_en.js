@@ -24,8 +24,8 @@ export const TEXT_EN = {
   "result.own": "The model's translation (beam search; score {score}):",
   "result.forced": "given target", "result.forced_long": "Maps of the given target (teacher forcing):",
   "postedit.hint":
-    "Click a token of the translation to see the model's other choices there; pick one to " +
-    "re-translate the rest after it.",
+    "Click a token in the row of probabilities above to see the model's other choices at that position; " +
+    "pick one to re-translate the rest after it.",
   "postedit.token": "{token}: show the alternatives",
   "postedit.title":
     "Position {n} (now “{token}”): the model's likeliest tokens, p(token | source, the translation " +

@@ -19,7 +19,7 @@ export const TEXT_KO = {
   beam: "빔", translate: "번역", translating: "번역 중…", computing: "계산 중…",
   "result.own": "모델의 번역 (빔 서치, 점수 {score}):",
   "result.forced": "주어진 타깃", "result.forced_long": "주어진 타깃 문장의 어텐션 (교사 강요):",
-  "postedit.hint": "번역의 토큰을 누르면 그 자리에서 모델이 고려한 다른 후보가 보입니다. 하나를 고르면 그 뒤를 다시 번역합니다.",
+  "postedit.hint": "위의 확률 줄에서 토큰을 누르면 그 자리에서 모델이 고려한 다른 후보가 보입니다. 하나를 고르면 그 뒤를 다시 번역합니다.",
   "postedit.token": "{token}: 다른 후보 보기",
   "postedit.title": "{n}번째 자리 (지금 “{token}”): 모델이 가장 그럴듯하게 본 토큰, p(토큰 | 소스, 앞의 번역)",
   "postedit.pick": "여기까지의 번역을 “{prefix}”로 두고 나머지를 다시 번역",
