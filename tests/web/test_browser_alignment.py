@@ -105,7 +105,7 @@ def test_overlay_follows_serve_alignment_head(browser, head_server, transformer_
 def test_overlay_and_word_step_view_fit_phones_and_desktops(browser, server, lang):
     page = translated(open_page(browser, server, lang=lang), server,
                       f"?text={WORDS_TEXT.replace(' ', '+')}&target={WORDS_TARGET.replace(' ', '+')}"
-                      "&kind=cross&layer=2&head=1&words=1&align=1&q=0")
+                      "&kind=cross&layer=2&head=1&words=1&align=1&q=1")
     page.wait_for_selector("#step-word-table")
     assert page.locator("#step button.piece").count() == 8  # siebzehntausend: eight pieces
     for width in (320, 360, 390, 768, 1024, 1280):

@@ -90,7 +90,7 @@ def test_step_view_unscaled_and_next_token_equal_the_model(browser, server, tran
     from aiayn.decoding.translator import Translator
 
     page = translated(open_page(browser, server), server,
-                      f"?text=forty+five+thousand&target={TARGET.replace(' ', '+')}&kind=cross&layer=2&head=1&q=2")
+                      f"?text=forty+five+thousand&target={TARGET.replace(' ', '+')}&kind=cross&layer=2&head=1&q=3")
     page.wait_for_selector("[data-testid=step-next-token] li")
     rows = page.eval_on_selector_all("#step-table tbody tr", "rs => rs.map(r => Number(r.dataset.unscaled))")
     assert "√dₖ" in page.inner_text("[data-testid=step-unscaled]")
@@ -122,7 +122,7 @@ def test_word_step_view_shows_the_word_row_as_the_mean_of_its_pieces(browser, se
     from aiayn.inspect.capture import merge_subwords, word_groups
 
     page = translated(open_page(browser, server), server, f"?text={WORDS_TEXT.replace(' ', '+')}&target="
-                      f"{WORDS_TARGET.replace(' ', '+')}&kind={kind}&layer=2&head=1&words=1&q={word}")
+                      f"{WORDS_TARGET.replace(' ', '+')}&kind={kind}&layer=2&head=1&words=1&q={word + 1}")
     page.wait_for_selector("#step-word-table")
     rows = page.eval_on_selector_all("#step-word-table tbody tr", "rs => rs.map(r => [Number(r.dataset.weight), "
                                      "[...r.querySelectorAll('td[data-piece-weight]')].map(c => "
@@ -172,10 +172,12 @@ def test_url_restores_the_view(browser, server):
     page.click("#heatmap button.q >> nth=1")
     page.wait_for_selector("#step-table")
     url, values = page.url, heat(page)
+    assert "&q=2" in url and "(row 2)" in page.inner_text("[data-testid=step-view]")  # 1-based, as layer and head
     other = translated(open_page(browser, server), url)
     other.wait_for_selector("#step-table")
     assert other.input_value("#kind") == "decoder_self" and other.input_value("#head") == "4"
     assert "layer 1, head 4" in other.inner_text("[data-testid=step-view]")
+    assert "(row 2)" in other.inner_text("[data-testid=step-view]")
     np.testing.assert_allclose(heat(other), values)
 
 
@@ -213,7 +215,7 @@ def _english_strings():
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
 def test_korean_page_has_no_english_ui_string(browser, server, rnn_server, arch):
     url = server if arch == "transformer" else rnn_server
-    page = translated(open_page(browser, url, lang="ko"), url, "?text=forty+five+thousand&q=1")
+    page = translated(open_page(browser, url, lang="ko"), url, "?text=forty+five+thousand&q=2")
     page.wait_for_selector("#step-table")
     if arch == "transformer":
         page.click("[data-testid=arch-map] .blk-pe")
@@ -237,7 +239,7 @@ def test_korean_page_has_no_english_ui_string(browser, server, rnn_server, arch)
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
 def test_no_sideways_scroll_at_phone_and_tablet_widths(browser, server, rnn_server, arch, lang):
     url = server if arch == "transformer" else rnn_server
-    page = translated(open_page(browser, url, lang=lang), url, "?text=three+hundred+forty+five+thousand&q=2")
+    page = translated(open_page(browser, url, lang=lang), url, "?text=three+hundred+forty+five+thousand&q=3")
     page.wait_for_selector("#step-table")
     if arch == "transformer":
         page.click("[data-testid=arch-map] .blk-pe")

@@ -1,13 +1,14 @@
 // The page's address restores a view: the sentence, the target (teacher forcing), the beam, the kind,
-// layer, head (1-based, as the page shows them), the word view, the word-alignment overlay, the query row and
-// a post-edit's prefix (the start of the translation a click on an alternative fixed).
+// layer, head and query row (1-based, as the page shows them: q=2 is "row 2"), the word view, the
+// word-alignment overlay and a post-edit's prefix (the start of the translation a click on an alternative fixed).
 
 export function readUrl() {
   const p = new URLSearchParams(window.location.search);
-  const int = (name, base = 0) => (p.has(name) && /^\d+$/.test(p.get(name)) ? Number(p.get(name)) - base : null);
+  const int = (name, base = 0) => (p.has(name) && /^\d+$/.test(p.get(name)) && Number(p.get(name)) >= base
+    ? Number(p.get(name)) - base : null);
   const index = name => (p.get(name) === "mean" ? "mean" : int(name, 1));
   return {text: p.get("text") || "", target: p.get("target") || "", beam: int("beam"), kind: p.get("kind"),
-          layer: index("layer"), head: index("head"), query: int("q"), words: p.get("words") === "1",
+          layer: index("layer"), head: index("head"), query: int("q", 1), words: p.get("words") === "1",
           align: p.get("align") === "1", prefix: p.get("prefix") || ""};
 }
 
@@ -23,7 +24,7 @@ export function writeUrl(S, text, target) {
   p.set("layer", one(S.layer)); p.set("head", one(S.head));
   if (S.words) p.set("words", "1");
   if (S.align) p.set("align", "1");
-  if (S.query !== null) p.set("q", String(S.query));
+  if (S.query !== null) p.set("q", String(S.query + 1));
   const url = `${window.location.pathname}?${p.toString()}`;
   if (url !== window.location.pathname + window.location.search) window.history.replaceState(null, "", url);
 }
