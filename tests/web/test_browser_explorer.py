@@ -345,3 +345,16 @@ def test_post_edit_hint_points_at_the_tokens_that_answer_a_click(browser, server
     page.click("[data-testid=token-probs] .tp >> nth=1")
     page.wait_for_selector("[data-testid=alternatives] button.alt")
     assert not page.errors
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_row_labels_and_step_table_text_is_at_least_11_px(browser, server, rnn_server, arch):
+    url = server if arch == "transformer" else rnn_server
+    page = translated(open_page(browser, url, width=360, lang="ko"), url, "?text=forty+five+thousand&q=2")
+    page.wait_for_selector("#step-table")
+    sizes = page.eval_on_selector_all("#heatmap th.query *, #step-table *", "es => es.filter(e => "
+                                      "[...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()))"
+                                      ".map(e => [e.textContent.trim(), parseFloat(getComputedStyle(e).fontSize)])")
+    small = [(text, size) for text, size in sizes if size < 11]  # "→ man" and "√dₖ"'s k were 10 px
+    assert sizes and not small, small[:5]
+    assert not page.errors
