@@ -25,7 +25,8 @@ EXAMPLES = {
 
 
 def _data_section(translator) -> dict:
-    """dataset and languages from the checkpoint's config.yaml ({} when it has none, e.g. an imported model)."""
+    """dataset and languages from the checkpoint's config.yaml ({} when it has none, e.g. an imported model),
+    and the weight of train.pronoun_probe when the model was trained with that auxiliary loss."""
     if translator.model_dir is None:
         return {}
     imported = _imported_from(translator.model_dir)
@@ -34,11 +35,13 @@ def _data_section(translator) -> dict:
     try:
         from aiayn.checkpoint import load_config_file
 
-        data = load_config_file(translator.model_dir).data
+        cfg = load_config_file(translator.model_dir)
     except Exception:  # the model loaded, so its config did; a missing section only loses the languages
         log.warning("no data section for the page's model panel", exc_info=True)
         return {}
-    return {"dataset": data.dataset, "src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
+    data, probe = cfg.data, cfg.train.pronoun_probe
+    return {"dataset": data.dataset, "src_lang": data.src_lang, "tgt_lang": data.tgt_lang,
+            **({"pronoun_probe": probe} if probe else {})}
 
 
 def _imported_from(model_dir) -> str:

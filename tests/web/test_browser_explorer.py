@@ -270,6 +270,19 @@ def test_model_panel_gives_each_paper_symbol_a_plain_words_label(browser, server
     assert not page.errors
 
 
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_model_panel_names_the_pronoun_probe_when_the_model_had_it(browser, server, lang):
+    page = open_page(browser, server, lang=lang)
+    page.goto(server)
+    page.wait_for_selector("[data-testid=model-info] dd")
+    facts = page.evaluate("""import('/static/modelpanel.js').then(m => fetch('/api/info').then(r => r.json())
+        .then(i => [m.facts(i), m.facts({...i, pronoun_probe: 1})].map(f => Object.fromEntries(f))))""")
+    assert "f.probe" not in facts[0]
+    told = facts[1]["f.probe"]
+    assert "1" in told and '"it"' in told and (re.search(r"[가-힣]{4}", told) if lang == "ko" else "pronoun" in told)
+    assert not page.errors
+
+
 def test_head_search_says_how_many_of_its_heads_it_lists_in_the_pages_word_order(browser, server):
     page = translated(open_page(browser, server, lang="ko"), server, "?text=forty+five+thousand")
     page.click("[data-testid=head-search] #search-go")

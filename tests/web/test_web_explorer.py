@@ -129,3 +129,18 @@ def test_model_panel_tells_steps_bleu_and_import(tmp_path, client):
     (imported / "info.json").write_text(json.dumps({"output": "import", "source": "Helsinki-NLP/opus-mt-en-de"}))
     assert training_facts(imported) == {"imported_from": "Helsinki-NLP/opus-mt-en-de"}
     assert math.isfinite(info["parameters"])
+
+
+def test_model_panel_says_when_the_model_was_trained_with_the_pronoun_probe(tmp_path, transformer_dir):
+    import shutil
+
+    from aiayn.decoding.translator import Translator
+
+    probed = shutil.copytree(transformer_dir, tmp_path / "probed")
+    config = probed / "config.yaml"
+    text = config.read_text(encoding="utf-8")
+    assert "  pronoun_probe: 0.0\n" in text
+    config.write_text(text.replace("  pronoun_probe: 0.0\n", "  pronoun_probe: 1.0\n"), encoding="utf-8")
+    plain = TestClient(create_app(Translator.from_pretrained(transformer_dir))).get("/api/info").json()
+    told = TestClient(create_app(Translator.from_pretrained(probed))).get("/api/info").json()
+    assert "pronoun_probe" not in plain and told["pronoun_probe"] == 1.0

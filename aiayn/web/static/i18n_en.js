@@ -10,6 +10,9 @@ export const TEXT_EN = {
   "f.d_hidden": "hidden size (d_model)",
   "f.d_k": "each head's query and key width (d_k)", "f.dff": "feed-forward inner width (d_ff)",
   "f.params": "parameters",
+  "f.probe": "auxiliary loss",
+  "f.probe_value": "the encoder's output at \"it\" is also trained to predict the German pronoun " +
+    "(weight {weight}); no attention head is told where to look",
   "f.steps": "training steps", "f.bleu": "dev BLEU", "f.imported": "imported from", "f.unknown": "not recorded",
   "f.post_ln": "post-LN, as the paper", "f.pre_ln": "pre-LN",
   "f.decode": "decoding", "f.decode_value": "beam {beam}, length penalty α = {alpha}",

@@ -6,6 +6,9 @@ export const TEXT_KO = {
   "f.arch": "구조", "f.langs": "언어", "f.data": "학습 데이터", "f.layers": "층 수, 인코더 + 디코더(N)",
   "f.heads": "층마다 헤드 수(h)", "f.d_model": "모델 차원(d_model)", "f.d_hidden": "은닉 상태 크기(d_model)",
   "f.d_k": "헤드마다 쿼리·키 차원(d_k)", "f.dff": "피드 포워드 은닉층 차원(d_ff)", "f.params": "파라미터 수",
+  "f.probe": "보조 손실",
+  "f.probe_value": "인코더가 \"it\" 자리에 내놓는 출력으로 독일어 대명사(er/sie/es)도 맞히도록 함께 학습했습니다" +
+    "(가중치 {weight}). 어느 헤드가 어디를 볼지는 알려 주지 않았습니다",
   "f.steps": "학습 스텝", "f.bleu": "검증 BLEU", "f.imported": "가져온 모델", "f.unknown": "기록 없음",
   "f.post_ln": "post-LN, 논문과 같음", "f.pre_ln": "pre-LN",
   "f.decode": "디코딩", "f.decode_value": "빔 {beam}, 길이 페널티 α = {alpha}",

@@ -15,7 +15,8 @@ function architecture(i) {
 
 function training(i) {
   if (i.imported_from) return [["f.imported", i.imported_from]];
-  return [["f.steps", known(i.steps)], ["f.bleu", known(i.dev_bleu, 2)]];
+  const probe = i.pronoun_probe ? [["f.probe", t("f.probe_value", {weight: i.pronoun_probe})]] : [];
+  return [["f.steps", known(i.steps)], ["f.bleu", known(i.dev_bleu, 2)], ...probe];
 }
 
 export function facts(i) {
