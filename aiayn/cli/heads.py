@@ -11,8 +11,8 @@ GOLD_HELP = ("gold word alignments, one Pharaoh line per sentence pair: i-j (sur
              "number task uses the task's own gold; otherwise heads are ranked by attention statistics)")
 AUDIT_DESCRIPTION = ("Prints what it finds and exits 0, findings or not. Exits 2, with one line naming the file, "
                      "when a file cannot be read (missing, a directory, a damaged .gz, over the size limits), when the "
-                     "two sides of a split have different line counts, or when --json cannot be written (or names an "
-                     "input); 130 when interrupted (Ctrl-C).")
+                     "two sides of a split have different line counts, or when --json or --plot cannot be written (or "
+                     "names an input); 130 when interrupted (Ctrl-C).")
 
 
 def add_alignment_head(p) -> None:
@@ -47,6 +47,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--tgt", metavar="FILE", help="target sentences forced through the model (teacher forcing)")
     p.add_argument("--limit", type=int, default=0, help="rank on the first N pairs only (default: 0 = all)")
     p.add_argument("--json", action="store_true", help="machine-readable output (default: a table)")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the ranking as a picture: a layer x head grid of "
+                   "AER (or Score without gold), the numbers in the cells, the best outlined (needs matplotlib)")
     p.add_argument("--write-gold", metavar="FILE", help="write the built-in task's held-out pairs and their gold "
                    "alignments: FILE (Pharaoh), FILE.src and FILE.tgt (of --model's task, else configs/demo.yaml's), "
                    "and stop")
@@ -59,6 +61,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"), help="test files")
     p.add_argument("--json", metavar="FILE", help="also write the full report as JSON here (atomically)")
     p.add_argument("--show", type=int, default=5, help="examples shown per finding (default: 5)")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the report as a picture: findings per kind and "
+                   "split, and the length-ratio distribution with the outlier cut-offs (needs matplotlib)")
 
 
 def _pairs(args, cfg):
@@ -145,6 +149,10 @@ def cmd_heads(args) -> int:
         raise AiaynError("give --model (the model whose heads are ranked), or --write-gold FILE")
     if args.limit < 0:
         raise AiaynError(f"--limit {args.limit}: give 0 (all pairs) or a positive number")
+    if args.plot:
+        from aiayn.inspect.charts import check_plot_path
+
+        check_plot_path("--plot", args.plot, inputs=[args.src, args.tgt, args.gold], model_dirs=[args.model])
     translator = Translator.from_pretrained(args.model)
     cfg = model_config(translator)
     pairs, data_name = _pairs(args, cfg)
@@ -159,6 +167,11 @@ def cmd_heads(args) -> int:
     else:
         print(f"{len(pairs) - skipped} pairs of {data_name}; gold: {gold_name or 'none'}")
         print(_table(scores, gold_name))
+    if args.plot:
+        from aiayn.inspect.charts import draw_heads
+
+        draw_heads(scores, args.plot, title=f"{len(pairs) - skipped} pairs of {data_name}")
+        print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
     if skipped:
         print(f"warning: {skipped} pairs skipped: the model's words (subwords merged at ▁) are not the lines' "
               f"whitespace words, so gold indices would point at other words", file=sys.stderr)
@@ -171,12 +184,21 @@ def cmd_audit(args) -> int:
     from aiayn.io import write_output_file
 
     splits = {name: getattr(args, name) for name in ("train", "dev", "test") if getattr(args, name)}
+    inputs = [path for pair in splits.values() for path in pair]  # a corpus is never the report
+    if args.plot:
+        from aiayn.inspect.charts import check_plot_path
+
+        check_plot_path("--plot", args.plot, inputs=inputs)
     report = audit_corpus(splits)
     print(report_text(report, show=args.show))
     if args.json:
-        inputs = [path for pair in splits.values() for path in pair]  # a corpus is never the report
         write_output_file(args.json, json.dumps(report, indent=1, ensure_ascii=False) + "\n", inputs=inputs)
         print(f"wrote {args.json}")
+    if args.plot:
+        from aiayn.inspect.charts import draw_audit
+
+        draw_audit(report, args.plot)
+        print(f"wrote {args.plot}")
     return 0
 
 

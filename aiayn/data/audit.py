@@ -79,9 +79,11 @@ def _scan_split(paths, held: dict, name: str) -> dict:
     exact, norm = array("q"), array("q")
     scripts = {"source": array("B"), "target": array("B")}
     script_examples: dict = {"source": {}, "target": {}}
-    lines = 0
+    lines, ratios = 0, [0] * (len(T.RATIO_EDGES) - 1)
     for lines, src, tgt in _pairs(*paths):
         (_, s), (_, t) = src, tgt
+        if (bin_ := T.ratio_bin(s, t)) is not None:
+            ratios[bin_] += 1
         ns, nt = T.normalise(s), T.normalise(t)
         exact.append(hash((s, t)))
         norm.append(hash((ns, nt)))
@@ -102,7 +104,8 @@ def _scan_split(paths, held: dict, name: str) -> dict:
     found["duplicate_pairs_normalised"] = _duplicates(norm)
     found["wrong_script"] = _wrong_script(scripts, script_examples)
     log.info("%s: %d lines audited", name, lines)
-    return {"files": [str(p) for p in paths], "lines": lines, "findings": found}
+    return {"files": [str(p) for p in paths], "lines": lines, "findings": found,
+            "length_ratios": {"log2_edges": T.RATIO_EDGES, "counts": ratios}}
 
 
 def _wrong_script(scripts: dict, examples: dict) -> dict:

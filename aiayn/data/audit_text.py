@@ -4,6 +4,7 @@ that keeps going past bad bytes (the audit reports them; training refuses them, 
 import bisect
 import functools
 import gzip
+import math
 import sys
 import unicodedata
 import zlib
@@ -69,6 +70,20 @@ def encoding_problems(raw: bytes, text: str) -> list[str]:
     if valid and "\ufffd" in text:
         problems.append("replacement_characters")
     return problems
+
+
+# The report's distribution of length ratios: log2(target / source characters) in bins of 1/8 from -4 to 4,
+# over the lines the outlier rule judges (the longer side has >= LENGTH_MIN_CHARS); the outermost bins take
+# everything beyond.
+RATIO_EDGES = [i / 8 for i in range(-32, 33)]
+
+
+def ratio_bin(src: str, tgt: str) -> int | None:
+    """The bin of RATIO_EDGES that the pair's length ratio falls in; None when the rule does not judge it."""
+    if max(len(src), len(tgt)) < LENGTH_MIN_CHARS:
+        return None
+    value = math.log2(max(len(tgt), 1) / max(len(src), 1))
+    return min(max(bisect.bisect_right(RATIO_EDGES, value) - 1, 0), len(RATIO_EDGES) - 2)
 
 
 def length_outlier(src: str, tgt: str) -> bool:
