@@ -12,7 +12,7 @@ test_commands_parse (every block, nothing runs):
                       value fails with the page and line; `train` and `demo` also load their config with
                       their --set values; each repository file named (configs/, bench/, examples/, ...)
                       exists. `python -m aiayn` and torchrun's `-m aiayn` part are checked the same way.
-  python bench/X.py   parsed by the script's own parser (its main(argv), stopped right after parse_args)
+  python bench/X.py   (or docs/X.py) parsed by its own parser (its main(argv), stopped right after parse_args)
   torchrun ...        parsed by torch's torchrun parser
   make X              X is a target of the Makefile
   pip install ...     aiayn[EXTRA]: EXTRA is an extra of pyproject.toml
@@ -26,7 +26,8 @@ runs/demo/average`), curl's requests must answer 200. Not run, by the rule in pa
 PARSE_ONLY (test_parse_only_is_the_listed_set keeps that list exact):
   aiayn train, aiayn demo, torchrun   training: minutes to days (the short demo run of PREPARED stands in)
   aiayn import-hf OWNER/NAME          a download from the Hugging Face hub
-  python bench/X.py                   benchmarks, on models trained for them
+  python bench/X.py, docs/X.py        benchmarks, and the scripts that make the pages' pictures, on models
+                                      trained for them
   make, pip, tensorboard              the whole test suite or a training run, an install, a server
 
 PREPARED, what the pages assume a reader has:
@@ -102,6 +103,10 @@ PARSE_ONLY = {
     "-m aiayn train configs/multi30k_de_en.yaml --out runs/two_nodes": "trains on two machines",
     "aiayn import-hf Helsinki-NLP/opus-mt-de-en --out models/opus-de-en": "downloads from the hub",
     "python bench/coreference.py --model runs/coreference": "a benchmark on a model trained for it",
+    "python docs/beam_trace.py --model runs/de_en --text 'Ein Mann fährt Fahrrad.' --beam 4 --out trace.png":
+        "the script that draws the beam-trace guide's picture, for a Multi30k model",
+    "python docs/screenshots.py diagnostics --model runs/de_en --out diagnostics.png":
+        "a browser screenshot (Chromium) of the diagnostics guide's picture",
     "make test": "the whole test suite", "make demo": "trains",
     "pip install 'aiayn[tensorboard]'": "an install",
     "tensorboard --logdir runs/numbers/tensorboard": "a server on a training run's logs",
@@ -429,7 +434,7 @@ def parse_only(call: Call, args) -> str | None:
             return "downloads from the hub"
         return None
     if call.name in ("python", "python3"):
-        return None if call.words[:2] == ["-m", "aiayn"] else "a script of bench/"
+        return None if call.words[:2] == ["-m", "aiayn"] else "a script of bench/ or docs/"
     return {"torchrun": "trains", "make": "make", "pip": "an install", "tensorboard": "a server"}.get(call.name)
 
 

@@ -1,0 +1,134 @@
+"""Screenshots of the page's diagnostic tools for the guides (how these pictures were made):
+
+    python docs/screenshots.py diagnostics --model runs/de_en --out docs/img/diagnostics.png
+    python docs/screenshots.py post-editing --model runs/de_en --out docs/img/post_editing.png
+    python docs/screenshots.py timeline --model runs/demo/average --out docs/img/timeline.png
+
+- diagnostics: the page translates "Ein Hund rennt über eine Wiese." with a looping target forced (--target),
+  and the picture shows the input, the flags the page writes under it, and the translation;
+- post-editing: the page translates "Ein Mann fährt Fahrrad.", a click on a token of the row of probabilities
+  (--token, from 0) opens the model's alternatives for it: the translation and that list;
+- timeline: for a model directory inside a run trained with train.attention_timeline, the panel "Attention as it
+  learned" at the first and at the last stored step, side by side (--kind, --layer, --head, --sentence).
+
+Needs the web and dev extras (uvicorn, Playwright) and a Chromium (`apt-get install chromium`, or --chromium).
+"""
+
+import argparse
+import io
+import socket
+import threading
+import time
+from contextlib import contextmanager
+
+LOOPING = "A dog dog dog runs across a field."
+
+
+@contextmanager
+def served(model: str):
+    """The page for `model` on a free local port: yields its address."""
+    import uvicorn
+
+    from aiayn.decoding.translator import Translator
+    from aiayn.web.app import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(Translator.from_pretrained(model)), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+
+
+def union(page, selectors, pad=8) -> dict:
+    """The clip around the elements of `selectors` (page coordinates)."""
+    boxes = [page.locator(s).bounding_box() for s in selectors]
+    x0, y0 = min(b["x"] for b in boxes) - pad, min(b["y"] for b in boxes) - pad
+    x1, y1 = max(b["x"] + b["width"] for b in boxes) + pad, max(b["y"] + b["height"] for b in boxes) + pad
+    return {"x": max(0, x0), "y": max(0, y0), "width": x1 - max(0, x0), "height": y1 - max(0, y0)}
+
+
+def translate(page, text: str, target: str = ""):
+    page.wait_for_selector("[data-testid=model-info] dd")
+    page.fill("#text", text)
+    page.fill("#target", target)
+    page.click("#translate")
+    page.wait_for_selector("#heatmap td.cell", timeout=60000)
+
+
+def diagnostics(page, args):
+    translate(page, args.text or "Ein Hund rennt über eine Wiese.", args.target or LOOPING)
+    page.wait_for_function("document.getElementById('warning').textContent.length > 0")
+    page.screenshot(path=args.out, full_page=True,
+                    clip=union(page, ["section[aria-labelledby=input-label]", "#translation", "#token-probs"]))
+
+
+def post_editing(page, args):
+    translate(page, args.text or "Ein Mann fährt Fahrrad.")
+    page.click(f"#token-probs .tp[data-t='{args.token}']")
+    page.wait_for_selector("[data-testid=alternatives] button.alt")
+    page.mouse.move(0, 0)
+    page.screenshot(path=args.out, full_page=True,
+                    clip=union(page, ["#result-kind", "#translation", "#token-probs", "#alternatives"]))
+
+
+def timeline(page, args):
+    from PIL import Image
+
+    slider = page.wait_for_selector("[data-testid=timeline]")
+    page.select_option("#tl-sentence", str(args.sentence))
+    page.select_option("#tl-kind", args.kind)
+    page.select_option("#tl-layer", args.layer)
+    page.select_option("#tl-head", args.head)
+    shots = []
+    for position in (slider.get_attribute("min") or "0", slider.get_attribute("max")):
+        page.eval_on_selector("[data-testid=timeline]",
+                              "(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }", position)
+        page.wait_for_timeout(500)
+        panel = page.locator("#timeline-panel")
+        panel.scroll_into_view_if_needed()
+        shots.append(Image.open(io.BytesIO(panel.screenshot())))
+    gap = 16
+    joined = Image.new("RGB", (sum(s.width for s in shots) + gap, max(s.height for s in shots)), "white")
+    joined.paste(shots[0], (0, 0))
+    joined.paste(shots[1], (shots[0].width + gap, 0))
+    joined.save(args.out, optimize=True)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("picture", choices=["diagnostics", "post-editing", "timeline"])
+    p.add_argument("--model", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--text", help="the source sentence (default: the picture's own)")
+    p.add_argument("--target", help="diagnostics: the forced target (default: a looping one)")
+    p.add_argument("--token", type=int, default=2, help="post-editing: the token clicked, from 0")
+    p.add_argument("--sentence", type=int, default=0, help="timeline: the stored sentence, from 0")
+    p.add_argument("--kind", default="cross", help="timeline: the kind of attention")
+    p.add_argument("--layer", default="2", help="timeline: the layer, from 1")
+    p.add_argument("--head", default="1", help="timeline: the head, from 1")
+    p.add_argument("--width", type=int, default=900, help="the browser's width in pixels")
+    p.add_argument("--chromium", default="/usr/bin/chromium")
+    args = p.parse_args(argv)
+
+    from playwright.sync_api import sync_playwright
+
+    take = {"diagnostics": diagnostics, "post-editing": post_editing, "timeline": timeline}[args.picture]
+    with served(args.model) as address, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=args.chromium, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": args.width, "height": 900})
+        page.goto(address)
+        take(page, args)
+        browser.close()
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
