@@ -141,8 +141,9 @@ def _label(c, eos_ended: bool) -> str:
                                             else "")
 
 
-def _layout(trace) -> list[list[tuple[float, object, tuple, tuple]]]:
-    """Per step: (row, candidate, its tokens as a key, its parent's key), rows ordered by parent then score."""
+def _layout(trace) -> list[list[tuple[float, object, tuple, bool]]]:
+    """Per step: (row, candidate, the tokens of the hypothesis it extends, whether it ended with </s>), rows
+    ordered by the row of that hypothesis, then by log-prob, so that lines cross as little as they can."""
     columns, rows_of = [], {(): 0.0}
     for step in trace.steps:
         placed = []

@@ -105,6 +105,10 @@ PARSE_ONLY = {
     "python bench/coreference.py --model runs/coreference": "a benchmark on a model trained for it",
     "python docs/beam_trace.py --model runs/de_en --text 'Ein Mann fährt Fahrrad.' --beam 4 --out trace.png":
         "the script that draws the beam-trace guide's picture, for a Multi30k model",
+    "python docs/screenshots.py post-editing --model runs/de_en --token 2 --out post_editing.png":
+        "a browser screenshot (Chromium) of the post-editing guide's picture",
+    "python docs/screenshots.py timeline --model runs/demo/average --layer 2 --head 1 --out timeline.png":
+        "a browser screenshot (Chromium) of the timeline guide's picture, for a run with a timeline",
     "python docs/screenshots.py diagnostics --model runs/de_en --out diagnostics.png":
         "a browser screenshot (Chromium) of the diagnostics guide's picture",
     "make test": "the whole test suite", "make demo": "trains",

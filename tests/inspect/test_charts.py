@@ -99,3 +99,12 @@ def test_without_matplotlib_a_chart_is_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(AiaynError, match=r"pip install 'aiayn\[viz\]'"):
         charts._pyplot()
+
+
+def test_heads_grid_without_gold(tmp_path):
+    from aiayn.inspect.charts import draw_heads
+    from aiayn.inspect.heads import HeadScore
+
+    scores = [HeadScore(layer, head, None, 0.2, 0.5 + 0.1 * (head or 0), 0.5, 0.9)
+              for layer in range(2) for head in (0, 1, 2, None)]
+    assert_sane_png(draw_heads(sorted(scores, key=lambda s: -s.score), tmp_path / "h.png"))
