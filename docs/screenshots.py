@@ -3,13 +3,17 @@
     python docs/screenshots.py diagnostics --model runs/de_en --out docs/img/diagnostics.png
     python docs/screenshots.py post-editing --model runs/de_en --out docs/img/post_editing.png
     python docs/screenshots.py timeline --model runs/demo/average --out docs/img/timeline.png
+    python docs/screenshots.py head-search --model runs/coreference --kind encoder_self --out docs/img/it_animal.png
 
 - diagnostics: the page translates "Ein Hund rennt über eine Wiese." with a looping target forced (--target),
   and the picture shows the input, the flags the page writes under it, and the translation;
 - post-editing: the page translates "Ein Mann fährt Fahrrad.", a click on a token of the row of probabilities
   (--token, from 0) opens the model's alternatives for it: the translation and that list;
 - timeline: for a model directory inside a run trained with train.attention_timeline, the panel "Attention as it
-  learned" at the first and at the last stored step, side by side (--kind, --layer, --head, --sentence).
+  learned" at the first and at the last stored step, side by side (--kind, --layer, --head, --sentence);
+- head-search: the page translates the posts' sentence (or --text), shows words, and asks "Which head does
+  this?" for the query word --query and the key word --key in --kind: the ranking and the head it opens,
+  with that head's step view of the query's row.
 
 Needs the web and dev extras (uvicorn, Playwright) and a Chromium (`apt-get install chromium`, or --chromium).
 """
@@ -101,16 +105,49 @@ def timeline(page, args):
     joined.save(args.out, optimize=True)
 
 
+def head_search(page, args):
+    translate(page, args.text or "The animal didn't cross the street because it was too tired.")
+    page.select_option("#kind", args.kind)
+    page.check("#words")
+    for select, word in (("#search-query", args.query), ("#search-key", args.key)):
+        options = page.eval_on_selector_all(f"{select} option", "os => os.map(o => [o.value, o.textContent])")
+        page.select_option(select, next(v for v, label in options if label.split()[0].rstrip(".,") == word))
+    page.click("#search-go")
+    page.wait_for_selector("#step-table")
+    page.mouse.move(0, 0)
+    side_by_side(page, ["[data-testid=head-search]", "#matrix-panel"], args.out)
+
+
+def side_by_side(page, selectors, out, gap=16):
+    """Screenshots of the elements of `selectors`, joined left to right."""
+    from PIL import Image
+
+    shots = []
+    for selector in selectors:
+        element = page.locator(selector)
+        element.scroll_into_view_if_needed()
+        shots.append(Image.open(io.BytesIO(element.screenshot())))
+    joined = Image.new("RGB", (sum(s.width for s in shots) + gap * (len(shots) - 1), max(s.height for s in shots)),
+                       "white")
+    x = 0
+    for shot in shots:
+        joined.paste(shot, (x, 0))
+        x += shot.width + gap
+    joined.save(out, optimize=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("picture", choices=["diagnostics", "post-editing", "timeline"])
+    p.add_argument("picture", choices=["diagnostics", "post-editing", "timeline", "head-search"])
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--text", help="the source sentence (default: the picture's own)")
     p.add_argument("--target", help="diagnostics: the forced target (default: a looping one)")
     p.add_argument("--token", type=int, default=2, help="post-editing: the token clicked, from 0")
     p.add_argument("--sentence", type=int, default=0, help="timeline: the stored sentence, from 0")
-    p.add_argument("--kind", default="cross", help="timeline: the kind of attention")
+    p.add_argument("--kind", default="cross", help="timeline, head-search: the kind of attention")
+    p.add_argument("--query", default="it", help="head-search: the query word")
+    p.add_argument("--key", default="animal", help="head-search: the key word")
     p.add_argument("--layer", default="2", help="timeline: the layer, from 1")
     p.add_argument("--head", default="1", help="timeline: the head, from 1")
     p.add_argument("--width", type=int, default=900, help="the browser's width in pixels")
@@ -119,7 +156,8 @@ def main(argv=None):
 
     from playwright.sync_api import sync_playwright
 
-    take = {"diagnostics": diagnostics, "post-editing": post_editing, "timeline": timeline}[args.picture]
+    take = {"diagnostics": diagnostics, "post-editing": post_editing, "timeline": timeline,
+            "head-search": head_search}[args.picture]
     with served(args.model) as address, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=args.chromium, args=[
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
