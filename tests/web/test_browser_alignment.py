@@ -112,6 +112,9 @@ def test_overlay_and_word_step_view_fit_phones_and_desktops(browser, server, lan
         page.set_viewport_size({"width": width, "height": 800})
         sizes = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
         assert sizes[0] <= sizes[1], f"{lang}: {sizes[0]} px wide at {width}"
+        commands = page.eval_on_selector_all("#align-legend code", "cs => cs.map(c => [c.innerText, "
+                                             "c.getClientRects().length])")
+        assert commands and all(lines == 1 for _, lines in commands), f"{width}: {commands}"  # a command unbroken
         if width in (360, 1280):
             page.screenshot(path=str(ARTIFACTS / f"web_word_step_{lang}_{width}.png"), full_page=True)
     assert not page.errors

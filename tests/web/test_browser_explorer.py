@@ -270,6 +270,20 @@ def test_model_panel_gives_each_paper_symbol_a_plain_words_label(browser, server
     assert not page.errors
 
 
+def test_weak_search_note_counts_the_layers_of_the_kind_it_ranked(browser, server):
+    page = open_page(browser, server)
+    page.goto(server)
+    page.wait_for_selector("[data-testid=model-info] dd")
+    note = page.evaluate("""import('/static/search.js').then(m => {
+        const box = document.createElement('div'), info = {parameters: 1, n_encoder_layers: 6, n_heads: 2};
+        const ranked = [...Array(6).keys()].map(i => ({layer: i >> 1, head: i % 2, weight: 0.1}));
+        m.showRanking(box, ranked, info, () => {});  // three decoder layers of a 6 + 3 model, none strong
+        return box.querySelector('[data-testid=search-weak]').innerText;
+    })""")
+    assert "3 layers of 2 heads" in note, note
+    assert not page.errors
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_model_panel_names_the_pronoun_probe_when_the_model_had_it(browser, server, lang):
     page = open_page(browser, server, lang=lang)
@@ -309,6 +323,8 @@ def test_model_panel_labels_stay_whole_on_a_phone(browser, server, rnn_server, a
                                       "d.getBoundingClientRect().height / parseFloat(getComputedStyle(d).lineHeight)])")
     broken = [text for text, n in lines if n > 1.5]  # the RNN's "구조" was squeezed into "구" over "조"
     assert not broken, broken
+    has_heads = page.locator("[data-testid=model-info] [data-fact='f.heads']").count() == 1
+    assert has_heads == (arch == "transformer")  # an RNN's attention has no heads: the line would say "1"
     assert page.evaluate("document.documentElement.scrollWidth <= innerWidth") and not page.errors
 
 

@@ -83,9 +83,9 @@ export const TEXT_EN = {
   "align.head": "decoder layer {layer}, head {head}", "align.layer_mean": "decoder layer {layer}, mean over its heads",
   "align.rnn": "the RNN decoder's attention",
   "align.chosen.default": "This is the default head; `aiayn serve --alignment-head L:H` chooses another.",
-  "align.chosen.given": "Chosen with --alignment-head {spec}.",
+  "align.chosen.given": "Chosen with `--alignment-head {spec}`.",
   "align.chosen.best":
-    "Chosen with --alignment-head best: the head with the lowest alignment error rate on the built-in task's gold " +
+    "Chosen with `--alignment-head best`: the head with the lowest alignment error rate on the built-in task's gold " +
     "alignments.",
   "align.chosen.ranking": "Chosen with --alignment-head FILE: the best head of an `aiayn heads --json` ranking.",
   "align.cell": "aligned ({link})",

@@ -23,7 +23,8 @@ export function facts(i) {
   const langs = i.src_lang ? `${languageName(i.src_lang)} → ${languageName(i.tgt_lang)}` : t("f.unknown");
   return [["f.arch", architecture(i)], ["f.langs", langs], ["f.data", i.dataset || t("f.unknown")],
     ...training(i), ["f.params", Number(i.parameters).toLocaleString("en")],
-    ["f.layers", `${i.n_encoder_layers} + ${i.n_decoder_layers}`], ["f.heads", i.n_heads],
+    ["f.layers", `${i.n_encoder_layers} + ${i.n_decoder_layers}`],
+    ...(i.arch === "rnn" ? [] : [["f.heads", i.n_heads]]),  // an RNN's one attention has no heads
     [i.arch === "rnn" ? "f.d_hidden" : "f.d_model", i.d_model],
     ...(i.d_k ? [["f.d_k", i.d_k]] : []),
     ...(i.d_ff ? [["f.dff", i.d_ff]] : []),

@@ -33,13 +33,24 @@ function alignLegend(S) {
   return parts.filter(Boolean).join(" ");
 }
 
+function withCode(box, text) {
+  // text whose `backquoted` parts are commands: each in a <code> that does not break (at 360 px the
+  // legend broke "--alignment-head" after its "--")
+  box.replaceChildren(...text.split("`").map((part, i) => {
+    if (i % 2 === 0) return document.createTextNode(part);
+    const code = document.createElement("code");
+    code.textContent = part;
+    return code;
+  }));
+}
+
 function renderAlignment(S, view) {
   // the word alignment's toggle and legend (cross-attention only) -> the cells to outline, or null
   const cross = S.kind === "cross" && Boolean(S.data.alignment), on = cross && S.align;
   $("align-row").hidden = !cross;
   $("alignment").checked = S.align;
   $("align-legend").hidden = !on;
-  $("align-legend").textContent = on ? alignLegend(S) : "";
+  withCode($("align-legend"), on ? alignLegend(S) : "");
   return on ? alignedCells(S.data, view) : null;
 }
 

@@ -26,9 +26,9 @@ export function fillSearch(box, view) {
   fill(box.querySelector("#search-key"), view.cols.map(c => c.label));
 }
 
-function weakNote(info, best) {
+function weakNote(info, best, layers) {  // layers: of the kind ranked (the decoder's may differ in number)
   const facts = info.imported_from ? t("search.weak_imported")
-    : t("search.weak_why", {params: Number(info.parameters).toLocaleString("en"), layers: info.n_encoder_layers,
+    : t("search.weak_why", {params: Number(info.parameters).toLocaleString("en"), layers,
                             heads: info.n_heads, d: info.d_model,
                             steps: info.steps === null || info.steps === undefined ? t("f.unknown") : info.steps});
   return `<div class="weak" data-testid="search-weak" role="status"><p>${esc(t("search.weak",
@@ -47,7 +47,7 @@ export function showRanking(box, ranked, info, onOpen) {
     : t("search.ranked", {n: ranked.length});
   box.innerHTML = `<p class="caption">${esc(caption)}</p>` +
     `<ol class="ranking">${items}</ol>` +
-    (best < WEAK ? weakNote(info, best) : "");
+    (best < WEAK ? weakNote(info, best, 1 + Math.max(...ranked.map(r => r.layer))) : "");
   box.querySelectorAll("button.rank").forEach(b => b.addEventListener("click",
     () => onOpen(Number(b.dataset.layer), Number(b.dataset.head))));
 }
