@@ -16,8 +16,9 @@
    - repetition: an n-gram (1-3 words) of the clean output written three times in a row in its place;
    - copy: the source itself as the output.
    Injected outputs are judged by teacher forcing (aiayn.inspect.diagnostics.forced_evidence).
-Prints each signal's AUROC per pathology (aiayn.inspect.roc), the share of each pathology flagged, and the
-share of clean outputs flagged, as a Markdown table; --json writes everything.
+Prints each signal's AUROC per pathology (aiayn.inspect.roc) with the best signal's 95% bootstrap interval,
+the share of each pathology flagged, and the share of clean outputs flagged, as a Markdown table; --json
+writes everything.
 """
 
 import argparse
@@ -31,7 +32,7 @@ from aiayn.decoding.translator import Translator
 from aiayn.evaluation import corpus_bleu, load_test_set
 from aiayn.inspect.diagnostic_thresholds import Thresholds
 from aiayn.inspect.diagnostics import diagnose, forced_evidence, translate_diagnosed
-from aiayn.inspect.roc import auroc
+from aiayn.inspect.roc import auroc, auroc_interval
 
 HALLUCINATION_CHRF = 30.0  # chrF of a perturbed source's output against the unperturbed one's, below: hallucinated
 N_RARE = 50  # the perturbing pieces: the source vocabulary's last N_RARE ordinary pieces (its rarest merges)
@@ -137,9 +138,12 @@ def flagged_share(diagnostics: list[dict], flag: str | None = None) -> float:
 def report(clean: list[dict], kinds: dict, usual_ratio: float) -> dict:
     table = {}
     for kind, positives in kinds.items():
-        row = {name: auroc([suspicion(name, v, usual_ratio) for v in values(positives, name)],
-                           [suspicion(name, v, usual_ratio) for v in values(clean, name)])
-               for name in SIGNALS} if positives else {}
+        scores = {name: ([suspicion(name, v, usual_ratio) for v in values(positives, name)],
+                         [suspicion(name, v, usual_ratio) for v in values(clean, name)]) for name in SIGNALS}
+        row = {name: auroc(*pair) for name, pair in scores.items()} if positives else {}
+        if row:  # the best signal's 95% bootstrap interval: wide for a kind with few cases
+            row["best"] = max(SIGNALS, key=row.get)
+            row["interval"] = auroc_interval(*scores[row["best"]])
         row.update(n=len(positives), flagged=flagged_share(positives))
         table[kind] = row
     flags = sorted({s["flag"] for d in clean for s in d["signals"].values()})
@@ -149,11 +153,12 @@ def report(clean: list[dict], kinds: dict, usual_ratio: float) -> dict:
 
 
 def markdown(result: dict) -> str:
-    lines = ["| pathology | n | " + " | ".join(SIGNALS) + " | flagged |",
-             "|---|---:|" + "---:|" * (len(SIGNALS) + 1)]
+    lines = ["| pathology | n | " + " | ".join(SIGNALS) + " | best's 95% interval | flagged |",
+             "|---|---:|" + "---:|" * (len(SIGNALS) + 2)]
     for kind, row in result["auroc"].items():
         cells = " | ".join(f"{row[name]:.3f}" if name in row else "-" for name in SIGNALS)
-        lines.append(f"| {kind} | {row['n']} | {cells} | {row['flagged']:.1%} |")
+        interval = "{:.3f}-{:.3f}".format(*row["interval"]) if "interval" in row else "-"
+        lines.append(f"| {kind} | {row['n']} | {cells} | {interval} | {row['flagged']:.1%} |")
     lines.append("")
     lines.append("clean test outputs flagged: " + ", ".join(f"{k} {v:.1%}" for k, v in result["false_flags"].items()))
     return "\n".join(lines)

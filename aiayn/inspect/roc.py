@@ -29,3 +29,13 @@ def _mid_ranks(values: np.ndarray) -> np.ndarray:
         ranks[order[start: end + 1]] = (start + end) / 2 + 1
         start = end + 1
     return ranks
+
+
+def auroc_interval(positives, negatives, *, resamples: int = 1000, level: float = 0.95, seed: int = 0):
+    """(low, high): the percentile bootstrap interval of the AUROC, positives and negatives resampled
+    separately with replacement; wide when either side is small (a handful of hallucinations)."""
+    pos, neg = np.asarray(positives, dtype=np.float64), np.asarray(negatives, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    values = [auroc(rng.choice(pos, len(pos)), rng.choice(neg, len(neg))) for _ in range(resamples)]
+    low, high = np.percentile(values, [50 * (1 - level), 50 * (1 + level)])
+    return float(low), float(high)

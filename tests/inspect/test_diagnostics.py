@@ -23,7 +23,7 @@ from aiayn.inspect.diagnostics import (
     repeat_run,
     translate_diagnosed,
 )
-from aiayn.inspect.roc import auroc
+from aiayn.inspect.roc import auroc, auroc_interval
 from aiayn.web.app import create_app
 from aiayn.web.diagnosed import TOLD_BY_PAGE
 from tests.cli_helpers import assert_user_error, run_cli
@@ -125,6 +125,15 @@ def test_auroc_by_hand():
     assert auroc([3, 4], [1, 2]) == 1.0 and auroc([1, 2], [3, 4]) == 0.0
     assert auroc([1], [1]) == 0.5  # a tie counts half
     assert auroc([0.8, 0.4], [0.5, 0.1, 0.4]) == pytest.approx(4.5 / 6)  # 3 + 0 + 1 + 0.5 of 6 pairs
+
+
+def test_auroc_interval_holds_the_auroc_and_narrows_with_more_cases():
+    rng = np.random.default_rng(1)
+    few_pos, many_pos, neg = rng.normal(1, 1, 10), rng.normal(1, 1, 1000), rng.normal(0, 1, 1000)
+    few, many = auroc_interval(few_pos, neg, resamples=300), auroc_interval(many_pos, neg, resamples=300)
+    assert few[0] <= auroc(few_pos, neg) <= few[1] and many[0] <= auroc(many_pos, neg) <= many[1]
+    assert many[1] - many[0] < (few[1] - few[0]) / 2
+    assert auroc_interval([3, 4], [1, 2], resamples=50) == (1.0, 1.0)  # separated in every resample
     with pytest.raises(AiaynError):
         auroc([], [1])
 
