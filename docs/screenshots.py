@@ -84,8 +84,13 @@ def post_editing(page, args):
 
 def timeline(page, args):
     from PIL import Image
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    slider = page.wait_for_selector("[data-testid=timeline]")
+    try:
+        slider = page.wait_for_selector("[data-testid=timeline]", timeout=15000)
+    except PlaywrightTimeout:
+        raise SystemExit(f"{args.model}: the page shows no timeline; give a model of a run trained with "
+                         f"train.attention_timeline (its RUN/timeline/ holds the stored maps)") from None
     page.select_option("#tl-sentence", str(args.sentence))
     page.select_option("#tl-kind", args.kind)
     page.select_option("#tl-layer", args.layer)

@@ -83,7 +83,7 @@ def _pairs(args, cfg):
     if pairs is None:
         raise AiaynError("this model was not trained on the built-in task: give --src and --tgt (and --gold "
                          "for AER)")
-    return list(pairs), "the built-in task's held-out test pairs"
+    return list(pairs), "the built-in task's held-out test set"
 
 
 def _gold(args, pairs, builtin: bool):
