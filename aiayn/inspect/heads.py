@@ -43,7 +43,9 @@ class HeadScore:
         return self.focus * self.coverage
 
     def to_dict(self) -> dict:
-        return {"name": self.name, **asdict(self), "score": round(self.score, 4)}
+        """The JSON row: layer and head counted from 1, as its name (head None: the layer's mean)."""
+        return {"name": self.name, **asdict(self), "layer": self.layer + 1,
+                "head": None if self.head is None else self.head + 1, "score": round(self.score, 4)}
 
 
 @dataclass

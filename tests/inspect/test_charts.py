@@ -34,8 +34,12 @@ def test_heads_plot(transformer_dir, tmp_path, capsys):
     assert_sane_png(out)
     assert main(["heads", "--model", str(transformer_dir), "--limit", "4", "--json", "--plot", str(out)]) == 0
     captured = capsys.readouterr()
-    assert len(json.loads(captured.out)["heads"]) == 2 * (4 + 1)  # stdout stays JSON; "wrote" goes to stderr
+    rows = json.loads(captured.out)["heads"]
+    assert len(rows) == 2 * (4 + 1)  # stdout stays JSON; "wrote" goes to stderr
     assert f"wrote {out}" in captured.err
+    for row in rows:  # layer and head count from 1, as the name does
+        assert row["name"] == f"{row['layer']}:{'mean' if row['head'] is None else row['head']}"
+    assert {row["layer"] for row in rows} == {1, 2}
 
 
 @pytest.mark.parametrize("name, says", [
