@@ -1,4 +1,4 @@
-"""Training on a corpus of WMT14 en-de size (4.5M pairs) on this machine: memory and start-up time.
+"""Training on a corpus of WMT14 en-de size (4.5M pairs): memory and start-up time.
 
 Generates the corpus deterministically from Multi30k's training text (copy k of each line gets the tag
 "k" in front, so no two lines are equal), then runs `aiayn train` twice in its own process under
@@ -8,7 +8,9 @@ Generates the corpus deterministically from Multi30k's training text (copy k of 
 Reports for each: wall seconds to the first training step, total seconds, peak RSS; and the prepared
 corpus's size on disk. The model is the shipped multi30k preset (configs/multi30k_de_en.yaml's).
 
-    python bench/corpus_scale.py [--pairs 4500000] [--steps 5] [--work /tmp/aiayn_corpus_scale] [--resume-only]
+    python bench/corpus_scale.py [--pairs 4500000] [--steps 5] [--work DIR] [--resume-only]
+
+(--work: where the corpus and the run go, by default aiayn_corpus_scale in the system's temporary directory.)
 """
 
 import argparse
@@ -18,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -77,7 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=4_500_000)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/aiayn_corpus_scale"))
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "aiayn_corpus_scale")
     parser.add_argument("--resume-only", action="store_true", help="only resume the run already in --work")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)

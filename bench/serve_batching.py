@@ -1,13 +1,13 @@
 """`aiayn serve` with dynamic batching: N single-sentence clients against the offline batch
 throughput of the same engine on the same sentences.
 
-    python bench/serve_batching.py --model /tmp/m30k_run --engine native [--pair de-en]
-        [--data-dir /work/shared/data/multi30k] [--split test_2016_flickr] [--limit 400] [--beam 4]
+    python bench/serve_batching.py --model MODEL --engine native --data-dir $D [--pair de-en]
+        [--split test_2016_flickr] [--limit 400] [--beam 4]
         [--concurrency 1 8 32] [--requests 300] [--seconds 60] [--workers 1] [--compile]
 
 1. offline, in a process of its own: Translator.from_pretrained(MODEL, engine=...) with 1 torch thread (the
    server's --threads 1), Translator.translate(the --limit sentences, beam, batch_size=64): sentences/s (the
-   issue's reference: it sorts all the sentences by length, so its batches have little padding); and the
+   reference: it sorts all the sentences by length, so its batches have little padding); and the
    same sentences in groups of C (the highest concurrency) in their order, one call each: about the best
    a server can do with C single-sentence clients, whose batches are whatever C sentences are in flight;
 2. the server: `aiayn serve --engine ENGINE --threads 1` in its own process on 127.0.0.1; after a warm-up,
@@ -157,7 +157,7 @@ def main():
     p.add_argument("--model", required=True)
     p.add_argument("--engine", choices=["native", "ct2"], default="native")
     p.add_argument("--pair", default="de-en")
-    p.add_argument("--data-dir", default="/work/shared/data/multi30k")
+    p.add_argument("--data-dir", required=True, help="the Multi30k directory (task 1, raw)")
     p.add_argument("--split", default="test_2016_flickr")
     p.add_argument("--limit", type=int, default=400, help="sentences (default: 400)")
     p.add_argument("--beam", type=int, default=4)

@@ -4,11 +4,11 @@ A decoding step of beam search at batch 64 multiplies 256 rows (sentences x beam
 the decoder; encoding multiplies B x S rows. On CPU in float32, oneDNN's linear with its weight packed once
 into its blocked layout (torch.ops.mkldnn, prepared_weight.py) was faster than
 torch.nn.functional.linear from about 8192 outputs (rows x out_features) up, about half the time at 256
-rows, and slower below (its call costs ~12 us, against ~8 us for a 4-row product), measured on this machine
-for the d_model-128 shapes (BENCHMARKS.md, decoding speed). Both gave the same numbers here. So `linear` packs
-only for products that large, only without autograd (inference, validation) and outside autocast (whose
-bf16 casts it would skip); training is untouched. All that was on a CPU with AVX-512. On an AVX2-only CPU
-(an "AMD EPYC") the packed product was 0-22% slower than torch's for these small weights at
+rows, and slower below (its call costs ~12 us, against ~8 us for a 4-row product), measured on a 2-core
+AVX-512 CPU for the d_model-128 shapes (BENCHMARKS.md, decoding speed). Both gave the same numbers there.
+So `linear` packs only for products that large, only without autograd (inference, validation) and outside
+autocast (whose bf16 casts it would skip); training is untouched. All that was on a CPU with AVX-512.
+On an AVX2-only CPU (an "AMD EPYC") the packed product was 0-22% slower than torch's for these small weights at
 256 rows (still faster for the (10000, 128) output projection, which output_projection.py packs anyway), so
 there `linear` does not pack. There it multiplies by W^T stored contiguous, (in, out), with addmm instead:
 beam search with those products was 4-5% faster at batch 1 and batch 64 than with torch's linear on the
