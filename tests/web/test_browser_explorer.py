@@ -270,6 +270,18 @@ def test_model_panel_gives_each_paper_symbol_a_plain_words_label(browser, server
     assert not page.errors
 
 
+@pytest.mark.parametrize("width", [360, 1280])
+def test_shown_numbers_are_11_px_and_fit_their_cells(browser, server, width):
+    page = translated(open_page(browser, server, width=width), server, "?text=forty+five+thousand&kind=encoder_self")
+    page.check("#numbers")
+    page.wait_for_selector("table.heat.numbers td.cell")
+    cells = page.eval_on_selector_all("#heatmap td.cell", "cs => cs.map(c => [c.innerText, "
+                                      "parseFloat(getComputedStyle(c).fontSize), c.scrollWidth <= c.clientWidth])")
+    assert cells and all(text for text, _, _ in cells)
+    assert all(size >= 11 and fits for _, size, fits in cells), cells[:4]  # they were 10 px
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth") and not page.errors
+
+
 def test_weak_search_note_counts_the_layers_of_the_kind_it_ranked(browser, server):
     page = open_page(browser, server)
     page.goto(server)

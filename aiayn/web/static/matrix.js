@@ -89,7 +89,7 @@ export function shade(w, rowMax, scale) {
 
 export function drawMatrix(box, view, matrix, opts) {
   const table = document.createElement("table");
-  table.className = "heat";
+  table.className = opts.numbers ? "heat numbers" : "heat";  // numbers: wider cells, 11 px text
   table.setAttribute("aria-label", opts.caption);
   const head = table.createTHead().insertRow();
   head.appendChild(document.createElement("td"));
