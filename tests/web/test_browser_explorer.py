@@ -32,6 +32,14 @@ def open_page(browser, url, width=1440, lang="en"):
     return page
 
 
+def loaded(browser, url, **kwargs):
+    """The page in `lang` with its model panel filled (nothing translated yet)."""
+    page = open_page(browser, url, **kwargs)
+    page.goto(url)
+    page.wait_for_selector("[data-testid=model-info] dd")
+    return page
+
+
 def translated(page, url, query=""):
     page.goto(url + query)
     page.wait_for_selector("#heatmap td.cell", timeout=30000)
@@ -45,9 +53,7 @@ def heat(page):
 def test_target_field_shows_the_maps_of_aiayn_attention_target(browser, server, transformer_dir):
     from aiayn.decoding.translator import Translator
 
-    page = open_page(browser, server)
-    page.goto(server)
-    page.wait_for_selector("[data-testid=model-info] dd")
+    page = loaded(browser, server)
     page.fill("#text", SENTENCE)
     page.fill("[data-testid=target-input]", TARGET)
     page.click("#translate")
@@ -182,9 +188,7 @@ def test_url_restores_the_view(browser, server):
 
 
 def test_length_limit_and_long_text_are_told(browser, server):
-    page = open_page(browser, server)
-    page.goto(server)
-    page.wait_for_selector("[data-testid=model-info] dd")
+    page = loaded(browser, server)
     page.fill("#text", "nine " * 120)  # 600 characters: refused by the page, never cut silently
     page.click("#translate")
     assert "600 characters" in page.inner_text("#error")
@@ -256,9 +260,7 @@ def test_no_sideways_scroll_at_phone_and_tablet_widths(browser, server, rnn_serv
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_model_panel_gives_each_paper_symbol_a_plain_words_label(browser, server, lang):
-    page = open_page(browser, server, lang=lang)
-    page.goto(server)
-    page.wait_for_selector("[data-testid=model-info] dd")
+    page = loaded(browser, server, lang=lang)
     facts = dict(page.eval_on_selector_all("[data-testid=model-info] [data-fact]", "ds => ds.map(d => "
                                            "[d.querySelector('dt').innerText, d.querySelector('dd').innerText])"))
     info = page.evaluate("fetch('/api/info').then(r => r.json())")
@@ -283,9 +285,7 @@ def test_shown_numbers_are_11_px_and_fit_their_cells(browser, server, width):
 
 
 def test_weak_search_note_counts_the_layers_of_the_kind_it_ranked(browser, server):
-    page = open_page(browser, server)
-    page.goto(server)
-    page.wait_for_selector("[data-testid=model-info] dd")
+    page = loaded(browser, server)
     note = page.evaluate("""import('/static/search.js').then(m => {
         const box = document.createElement('div'), info = {parameters: 1, n_encoder_layers: 6, n_heads: 2};
         const ranked = [...Array(6).keys()].map(i => ({layer: i >> 1, head: i % 2, weight: 0.1}));
@@ -298,9 +298,7 @@ def test_weak_search_note_counts_the_layers_of_the_kind_it_ranked(browser, serve
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_model_panel_names_the_pronoun_probe_when_the_model_had_it(browser, server, lang):
-    page = open_page(browser, server, lang=lang)
-    page.goto(server)
-    page.wait_for_selector("[data-testid=model-info] dd")
+    page = loaded(browser, server, lang=lang)
     facts = page.evaluate("""import('/static/modelpanel.js').then(m => fetch('/api/info').then(r => r.json())
         .then(i => [m.facts(i), m.facts({...i, pronoun_probe: 1})].map(f => Object.fromEntries(f))))""")
     assert "f.probe" not in facts[0]
@@ -328,9 +326,7 @@ def test_head_search_says_how_many_of_its_heads_it_lists_in_the_pages_word_order
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
 def test_model_panel_labels_stay_whole_on_a_phone(browser, server, rnn_server, arch):
     url = server if arch == "transformer" else rnn_server
-    page = open_page(browser, url, width=360, lang="ko")
-    page.goto(url)
-    page.wait_for_selector("[data-testid=model-info] dd")
+    page = loaded(browser, url, width=360, lang="ko")
     lines = page.eval_on_selector_all("[data-testid=model-info] dt", "ds => ds.map(d => [d.innerText, "
                                       "d.getBoundingClientRect().height / parseFloat(getComputedStyle(d).lineHeight)])")
     broken = [text for text, n in lines if n > 1.5]  # the RNN's "구조" was squeezed into "구" over "조"
@@ -342,9 +338,7 @@ def test_model_panel_labels_stay_whole_on_a_phone(browser, server, rnn_server, a
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_input_fields_show_their_whole_placeholder_in_the_pages_font(browser, server, lang):
-    page = open_page(browser, server, width=360, lang=lang)
-    page.goto(server)
-    page.wait_for_selector("[data-testid=model-info] dd")
+    page = loaded(browser, server, width=360, lang=lang)
     for width in (360, 390, 1280):
         page.set_viewport_size({"width": width, "height": 800})
         for field in ("#text", "[data-testid=target-input]"):

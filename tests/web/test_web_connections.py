@@ -7,7 +7,6 @@ import asyncio
 import errno
 import logging
 import socket
-import threading
 import time
 from contextlib import contextmanager
 
@@ -15,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 
 from aiayn.web.server import ACCEPT_ERROR, ConnectionLimits, Throttled, guarded_server, quiet_accept_errors
+from tests.serving import free_port, running
 
 FAST = ConnectionLimits(header_timeout_s=0.4, body_timeout_s=0.4, per_client=3, total=6)
 
@@ -35,20 +35,9 @@ def _app() -> FastAPI:
 
 @contextmanager
 def serving(limits: ConnectionLimits):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = guarded_server(_app(), host="127.0.0.1", port=port, limits=limits, log_level="warning")
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    try:
+    port = free_port()
+    with running(guarded_server(_app(), host="127.0.0.1", port=port, limits=limits, log_level="warning")):
         yield port
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def connect(port: int, address: str = "127.0.0.1") -> socket.socket:
