@@ -7,9 +7,6 @@ Layers and heads count from 1, as the page shows them (or "mean"); the query row
 """
 
 import argparse
-import socket
-import threading
-import time
 
 
 def main():
@@ -23,25 +20,14 @@ def main():
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
-    import uvicorn
     from playwright.sync_api import sync_playwright
+    from screenshots import served  # docs/screenshots.py: the page for a model on a free local port
 
-    from aiayn.decoding.translator import Translator
-    from aiayn.web.app import create_app
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(Translator.from_pretrained(args.model)), host="127.0.0.1",
-                                           port=port, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
-    with sync_playwright() as pw:
+    with served(args.model) as address, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=[
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.goto(f"http://127.0.0.1:{port}")
+        page.goto(address)
         page.fill("#text", args.text)
         page.click("#translate")
         page.wait_for_selector("#heatmap td.cell")
@@ -55,7 +41,6 @@ def main():
         page.evaluate("document.getElementById('matrix-panel').scrollIntoView()")  # matrix beside the step view
         page.screenshot(path=args.out)
         browser.close()
-    server.should_exit = True
     print(f"wrote {args.out}")
 
 

@@ -103,11 +103,7 @@ def timeline(page, args):
         panel = page.locator("#timeline-panel")
         panel.scroll_into_view_if_needed()
         shots.append(Image.open(io.BytesIO(panel.screenshot())))
-    gap = 16
-    joined = Image.new("RGB", (sum(s.width for s in shots) + gap, max(s.height for s in shots)), "white")
-    joined.paste(shots[0], (0, 0))
-    joined.paste(shots[1], (shots[0].width + gap, 0))
-    joined.save(args.out, optimize=True)
+    joined(shots, args.out)
 
 
 def head_search(page, args):
@@ -123,7 +119,7 @@ def head_search(page, args):
     side_by_side(page, ["[data-testid=head-search]", "#matrix-panel"], args.out)
 
 
-def side_by_side(page, selectors, out, gap=16):
+def side_by_side(page, selectors, out):
     """Screenshots of the elements of `selectors`, joined left to right."""
     from PIL import Image
 
@@ -132,13 +128,20 @@ def side_by_side(page, selectors, out, gap=16):
         element = page.locator(selector)
         element.scroll_into_view_if_needed()
         shots.append(Image.open(io.BytesIO(element.screenshot())))
-    joined = Image.new("RGB", (sum(s.width for s in shots) + gap * (len(shots) - 1), max(s.height for s in shots)),
-                       "white")
+    joined(shots, out)
+
+
+def joined(shots, out, gap=16):
+    """PIL images saved side by side, left to right, gap pixels apart."""
+    from PIL import Image
+
+    picture = Image.new("RGB", (sum(s.width for s in shots) + gap * (len(shots) - 1), max(s.height for s in shots)),
+                        "white")
     x = 0
     for shot in shots:
-        joined.paste(shot, (x, 0))
+        picture.paste(shot, (x, 0))
         x += shot.width + gap
-    joined.save(out, optimize=True)
+    picture.save(out, optimize=True)
 
 
 def main(argv=None):
