@@ -31,7 +31,7 @@ import numpy as np
 from aiayn.decoding.translator import Translator
 from aiayn.evaluation import corpus_bleu, load_test_set
 from aiayn.inspect.diagnostic_thresholds import Thresholds
-from aiayn.inspect.diagnostics import diagnose, forced_evidence, translate_diagnosed
+from aiayn.inspect.diagnostics import diagnose, flags_under, forced_evidence, translate_diagnosed
 from aiayn.inspect.roc import auroc, auroc_interval
 
 HALLUCINATION_CHRF = 30.0  # chrF of a perturbed source's output against the unperturbed one's, below: hallucinated
@@ -70,14 +70,8 @@ def thresholds_at(val: list[dict], tail: float) -> Thresholds:
 
 
 def flagged_at(val: list[dict], t: Thresholds) -> float:
-    """The share of clean val outputs that raise any flag under thresholds t (the rules of diagnose())."""
-    def fires(s: dict) -> bool:
-        return (s["log_prob"]["value"] < t.log_prob or s["eos_attention"]["value"] > t.eos_attention
-                or s["uncovered_share"]["value"] > t.uncovered_share or s["repeat_run"]["value"] >= t.repeat_run
-                or s["source_copy"]["value"] >= t.source_copy
-                or not t.length_ratio_low <= s["length_ratio"]["value"] <= t.length_ratio_high
-                or s["stopped_at_limit"]["value"] or s["unknown_share"]["value"] > t.unknown_share)
-    return float(np.mean([fires(d["signals"]) for d in val if d["signals"]]))
+    """The share of clean val outputs that raise any flag under thresholds t."""
+    return float(np.mean([bool(flags_under(d, t)) for d in val if d["signals"]]))
 
 
 def thresholds_on(val: list[dict]) -> tuple[Thresholds, float]:

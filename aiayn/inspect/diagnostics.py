@@ -95,31 +95,51 @@ def unknown_share(src_tokens: list[str], unk_piece: str) -> float:
     return bad / max(len(pieces), 1)
 
 
+def _fires(value, threshold, rule: str) -> bool:
+    return bool({">": lambda: value > threshold, "<": lambda: value < threshold, ">=": lambda: value >= threshold,
+                 "is": lambda: value is threshold,
+                 "outside": lambda: not threshold[0] <= value <= threshold[1]}[rule]())
+
+
 def _signal(value, threshold, rule: str, flag: str) -> dict:
-    fired = {">": lambda: value > threshold, "<": lambda: value < threshold, ">=": lambda: value >= threshold,
-             "is": lambda: value is threshold, "outside": lambda: not threshold[0] <= value <= threshold[1]}[rule]()
+    fired = _fires(value, threshold, rule)
     value = round(float(value), 4) if isinstance(value, (float, np.floating)) else value
-    return {"value": value, "threshold": threshold, "rule": rule, "flag": flag, "flagged": bool(fired)}
+    return {"value": value, "threshold": threshold, "rule": rule, "flag": flag, "flagged": fired}
+
+
+def _limits(t: Thresholds) -> dict:
+    """Each signal's threshold under t."""
+    return {"log_prob": t.log_prob, "eos_attention": t.eos_attention, "uncovered_share": t.uncovered_share,
+            "repeat_run": t.repeat_run, "source_copy": t.source_copy,
+            "length_ratio": [t.length_ratio_low, t.length_ratio_high], "stopped_at_limit": True,
+            "unknown_share": t.unknown_share}
+
+
+def flags_under(diagnostics: dict, thresholds: Thresholds) -> list[str]:
+    """The flags a diagnose() result raises under other thresholds: its signals' (rounded) values judged again."""
+    limits = _limits(thresholds)
+    fired = {s["flag"] for name, s in diagnostics["signals"].items() if _fires(s["value"], limits[name], s["rule"])}
+    return [f for f in FLAGS if f in fired]
 
 
 def diagnose(evidence: Evidence, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict:
     """-> {"flags": [codes], "signals": {name: {"value", "threshold", "rule", "flag", "flagged"}},
     "uncovered_words": [...]}."""
-    e, t = evidence, thresholds
+    e, t = evidence, _limits(thresholds)
     uncovered, eos, words = attention_signals(e.cross, e.src_tokens, e.tgt_tokens)
     steps = max(e.cross.shape[-2], 1)
     pieces = [p.lstrip("▁") for p in e.tgt_tokens]  # "▁und und und": one word, a loop of pieces
     signals = {
-        "log_prob": _signal(e.log_prob / steps, t.log_prob, "<", "hallucination"),
-        "eos_attention": _signal(eos, t.eos_attention, ">", "hallucination"),
-        "uncovered_share": _signal(uncovered, t.uncovered_share, ">", "low_coverage"),
-        "repeat_run": _signal(max(repeat_run(e.output.split()), repeat_run(pieces)), t.repeat_run, ">=",
+        "log_prob": _signal(e.log_prob / steps, t["log_prob"], "<", "hallucination"),
+        "eos_attention": _signal(eos, t["eos_attention"], ">", "hallucination"),
+        "uncovered_share": _signal(uncovered, t["uncovered_share"], ">", "low_coverage"),
+        "repeat_run": _signal(max(repeat_run(e.output.split()), repeat_run(pieces)), t["repeat_run"], ">=",
                               "repetition"),
-        "source_copy": _signal(source_copy(e.source, e.output), t.source_copy, ">=", "copy"),
-        "length_ratio": _signal(length_ratio(e.source, e.output), [t.length_ratio_low, t.length_ratio_high],
-                                "outside", "length_ratio"),
-        "stopped_at_limit": _signal(bool(e.stopped_at_limit), True, "is", "stopped_at_limit"),
-        "unknown_share": _signal(unknown_share(e.src_tokens, e.unk_piece), t.unknown_share, ">", "unknown_input"),
+        "source_copy": _signal(source_copy(e.source, e.output), t["source_copy"], ">=", "copy"),
+        "length_ratio": _signal(length_ratio(e.source, e.output), t["length_ratio"], "outside", "length_ratio"),
+        "stopped_at_limit": _signal(bool(e.stopped_at_limit), t["stopped_at_limit"], "is", "stopped_at_limit"),
+        "unknown_share": _signal(unknown_share(e.src_tokens, e.unk_piece), t["unknown_share"], ">",
+                                 "unknown_input"),
     }
     fired = {s["flag"] for s in signals.values() if s["flagged"]}
     return {"flags": [f for f in FLAGS if f in fired], "signals": signals, "uncovered_words": words}

@@ -154,12 +154,10 @@ class TrainingObjective(torch.nn.Module):
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
         real = tgt_out != self.pad_id  # (B, T)
         generator = self.model.generator
-        if self.probe is None or not self.model.training:
-            hidden = self.model.decoder_output(src, tgt_in)[real]  # (N, D)
-            return projected_label_smoothed_loss(hidden, generator.weight, generator.bias, tgt_out[real],
-                                                 self.epsilon)
         memory, _ = self.model.encode(src)  # (B, S, D)
-        hidden = self.model.decoder_output_from(memory, src, tgt_in)[real]
+        hidden = self.model.decoder_output_from(memory, src, tgt_in)[real]  # (N, D)
         loss, nll = projected_label_smoothed_loss(hidden, generator.weight, generator.bias, tgt_out[real],
                                                   self.epsilon)
-        return loss + self.probe.loss(memory, src, tgt_out, self.model.tgt_embed.weight), nll
+        if self.probe is not None and self.model.training:
+            loss = loss + self.probe.loss(memory, src, tgt_out, self.model.tgt_embed.weight)
+        return loss, nll
