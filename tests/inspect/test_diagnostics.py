@@ -19,6 +19,7 @@ from aiayn.inspect.diagnostics import (
     FLAGS,
     Evidence,
     diagnose,
+    flags_under,
     forced_evidence,
     repeat_run,
     translate_diagnosed,
@@ -238,5 +239,8 @@ def test_bench_thresholds_keep_all_flags_within_the_budget():
     share = bench.flagged_at(val, thresholds)
     assert 0 < share <= bench.FLAG_BUDGET and 0.1 <= tail <= 1.0
     assert share == np.mean([bool(diagnose(e, thresholds)["flags"]) for e in evidences])
+    strict = replace(thresholds, log_prob=-1.0, source_copy=5.0)  # flags_under judges again as diagnose() would
+    assert [flags_under(d, strict) for d in val] == [diagnose(e, strict)["flags"] for e in evidences]
+    assert any(flags_under(d, strict) for d in val)
     log_probs = [d["signals"]["log_prob"]["value"] for d in val]
     assert thresholds.log_prob == round(float(np.percentile(log_probs, tail)), 2)
