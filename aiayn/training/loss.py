@@ -153,11 +153,13 @@ class TrainingObjective(torch.nn.Module):
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
         real = tgt_out != self.pad_id  # (B, T)
-        generator = self.model.generator
-        memory, _ = self.model.encode(src)  # (B, S, D)
-        hidden = self.model.decoder_output_from(memory, src, tgt_in)[real]  # (N, D)
+        generator, probe_loss = self.model.generator, 0.0
+        if self.probe is None or not self.model.training:
+            hidden = self.model.decoder_output(src, tgt_in)[real]  # (N, D); any model (the shared interface)
+        else:  # the coreference Transformer: the probe reads the encoder's output too
+            memory, _ = self.model.encode(src)  # (B, S, D)
+            hidden = self.model.decoder_output_from(memory, src, tgt_in)[real]
+            probe_loss = self.probe.loss(memory, src, tgt_out, self.model.tgt_embed.weight)
         loss, nll = projected_label_smoothed_loss(hidden, generator.weight, generator.bias, tgt_out[real],
                                                   self.epsilon)
-        if self.probe is not None and self.model.training:
-            loss = loss + self.probe.loss(memory, src, tgt_out, self.model.tgt_embed.weight)
-        return loss, nll
+        return loss + probe_loss, nll

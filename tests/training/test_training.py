@@ -378,3 +378,21 @@ def test_demo_ends_by_naming_the_commands_to_try(tmp_path, capsys):
     assert "held-out examples" in printed
     for command in ("aiayn translate --model", "aiayn attention --model", "aiayn serve --model"):
         assert command in printed
+
+
+@pytest.mark.parametrize("preset", ["tiny", "rnn-luong", "rnn-bahdanau"])
+def test_training_objective_is_the_fused_loss_of_any_models_decoder_output(preset):
+    """Every model, RNN included, trains through TrainingObjective (the shared decoder_output interface)."""
+    from tests.model_helpers import PAD, random_batch, small_model
+
+    model = small_model(preset).train()  # dropout 0: train mode computes what eval mode does
+    src, tgt = random_batch()
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    objective = TrainingObjective(model=model, pad_id=PAD, epsilon=0.1)
+    loss, nll = objective(src, tgt_in, tgt_out)
+    real = tgt_out != PAD
+    want = projected_label_smoothed_loss(model.decoder_output(src, tgt_in)[real], model.generator.weight,
+                                         model.generator.bias, tgt_out[real], 0.1)
+    assert torch.allclose(loss, want[0]) and torch.allclose(nll, want[1])
+    loss.backward()
+    assert all(p.grad is not None for p in model.generator.parameters())
