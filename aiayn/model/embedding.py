@@ -16,11 +16,6 @@ class TokenEmbedding(nn.Module):
         self.pad_id = pad_id
         nn.init.normal_(self.weight, std=d_model**-0.5)
 
-    @property
-    def table(self) -> torch.Tensor:
-        """The positions (max_len, D), as SinusoidalPositionalEncoding.table."""
-        return self.weight
-
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         # (B, T) -> (B, T, D)
         return nn.functional.embedding(tokens, self.weight) * math.sqrt(self.d_model)  # §3.4
@@ -63,6 +58,12 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(max_len, d_model))
         nn.init.normal_(self.weight, std=d_model**-0.5)
+
+    @property
+    def table(self) -> torch.Tensor:
+        """The positions (max_len, D), as SinusoidalPositionalEncoding.table: what decoding reads for the
+        longest input, the compiled decoder copies and the explorer draws."""
+        return self.weight
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         end = offset + x.size(1)

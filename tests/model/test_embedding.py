@@ -30,3 +30,14 @@ def test_positional_offset_and_embedding_scale():
     emb = TokenEmbedding(vocab_size=10, d_model=16, pad_id=0)
     tokens = torch.tensor([[3]])
     torch.testing.assert_close(emb(tokens)[0, 0], emb.weight[3] * 4.0)
+
+
+def test_both_position_kinds_offer_their_table():
+    """Decoding (the longest input), the compiled decoder, the CTranslate2 export and the explorer read
+    positional.table (max_len, D) whatever the kind."""
+    from aiayn.model import LearnedPositionalEmbedding
+
+    for pe in (SinusoidalPositionalEncoding(d_model=8, max_len=20), LearnedPositionalEmbedding(d_model=8, max_len=20)):
+        assert pe.table.shape == (20, 8)
+        torch.testing.assert_close(pe(torch.zeros(1, 3, 8), offset=2)[0], pe.table[2:5])
+    assert not hasattr(TokenEmbedding(vocab_size=10, d_model=8, pad_id=0), "table")
