@@ -2,11 +2,11 @@
 
     python bench/diagnostics.py MODEL --data-dir ../shared/data/multi30k [--pair de-en] [--limit N]
 
-1. Thresholds on Multi30k val: the model's own outputs (clean), each continuous signal's tail of the same
-   size q (the q-th percentile of log_prob, the (100-q)-th of eos_attention, uncovered_share, source_copy,
-   repeat_run, both q/2 tails of length_ratio), q the largest of 1.0%, 0.9%, ... 0.1% for which all the
-   flags together fire on at most FLAG_BUDGET of val. These are the defaults in
-   aiayn/inspect/diagnostic_thresholds.py.
+1. Thresholds on Multi30k val: the model's own outputs (clean), each measured signal's tail of the same
+   size q on its suspect side (aiayn.inspect.signals: the q-th percentile of log_prob, the (100-q)-th of
+   eos_attention, uncovered_share, source_copy, repeat_run, both q/2 tails of length_ratio), q the largest
+   of 1.0%, 0.9%, ... 0.1% for which all the flags together fire on at most FLAG_BUDGET of val. These are
+   the defaults in aiayn/inspect/diagnostic_thresholds.py.
 2. On test_2016_flickr, with those thresholds: the clean outputs (negatives, and the false-flag rate), and
    injected pathologies (positives):
    - hallucination: the source perturbed as in Lee et al. 2019 (one rare source piece put at its start) and
@@ -25,6 +25,7 @@ import argparse
 import json
 import random
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -33,22 +34,25 @@ from aiayn.evaluation import corpus_bleu, load_test_set
 from aiayn.inspect.diagnostic_thresholds import Thresholds
 from aiayn.inspect.diagnostics import diagnose, flags_under, forced_evidence, translate_diagnosed
 from aiayn.inspect.roc import auroc, auroc_interval
+from aiayn.inspect.signals import SIGNALS as ALL_SIGNALS
 
 HALLUCINATION_CHRF = 30.0  # chrF of a perturbed source's output against the unperturbed one's, below: hallucinated
 N_RARE = 50  # the perturbing pieces: the source vocabulary's last N_RARE ordinary pieces (its rarest merges)
 TRIES = 4  # perturbations tried per sentence (another rare word where the previous left the output alone)
 FLAG_BUDGET = 0.04  # the share of clean val outputs all flags together may raise: each signal's 1% tail
 # added up to 5.1% of clean test outputs over six signals; 4% on val leaves room for the step to test
-SIGNALS = ("log_prob", "eos_attention", "uncovered_share", "repeat_run", "source_copy", "length_ratio")
+# the measured signals (those with a suspect side); the others are fixed rules
+MEASURED = tuple(s for s in ALL_SIGNALS if s.suspect is not None)
+SIGNALS = tuple(s.name for s in MEASURED)
 
 
-def suspicion(name: str, value: float, usual_ratio: float) -> float:
-    """A signal as a score where higher means more suspect (the length ratio: its distance, in log, from the
-    usual ratio on val)."""
-    if name == "log_prob":
+def suspicion(signal, value: float, usual: dict) -> float:
+    """A signal's value as a score where higher means more suspect (both sides suspect, as the length ratio:
+    its distance, in log, from its usual value, the median on val: `usual`)."""
+    if signal.suspect == "low":
         return -value
-    if name == "length_ratio":
-        return abs(np.log(max(value, 1e-3) / usual_ratio))
+    if signal.suspect == "both":
+        return abs(np.log(max(value, 1e-3) / usual[signal.name]))
     return float(value)
 
 
@@ -56,17 +60,17 @@ def values(diagnostics: list[dict], name: str) -> np.ndarray:
     return np.array([d["signals"][name]["value"] for d in diagnostics], dtype=np.float64)
 
 
+def threshold_at(signal, values: np.ndarray, tail: float):
+    """A signal's `tail` (a percentage) on the suspect side of clean values, settled into a threshold (both
+    sides: tail/2 on each, a (low, high) pair)."""
+    if signal.suspect == "both":
+        return tuple(signal.settle(p) for p in np.percentile(values, [tail / 2, 100 - tail / 2]))
+    return signal.settle(np.percentile(values, tail if signal.suspect == "low" else 100 - tail))
+
+
 def thresholds_at(val: list[dict], tail: float) -> Thresholds:
-    """Each signal's `tail` (a percentage) on clean val outputs, rounded (see the module docstring)."""
-    q = {name: values(val, name) for name in SIGNALS}
-    low, high = np.percentile(q["length_ratio"], [tail / 2, 100 - tail / 2])
-    return Thresholds(log_prob=round(float(np.percentile(q["log_prob"], tail)), 2),
-                      eos_attention=round(float(np.percentile(q["eos_attention"], 100 - tail)), 2),
-                      uncovered_share=round(float(np.percentile(q["uncovered_share"], 100 - tail)), 2),
-                      repeat_run=max(3, int(np.percentile(q["repeat_run"], 100 - tail)) + 1),  # a doubled
-                      # word is ordinary ("very very"): at least three in a row
-                      source_copy=round(float(np.percentile(q["source_copy"], 100 - tail)), 1),
-                      length_ratio_low=round(float(low), 2), length_ratio_high=round(float(high), 2))
+    """Each measured signal's `tail` (a percentage) on clean val outputs, rounded (see the module docstring)."""
+    return replace(Thresholds(), **{s.name: threshold_at(s, values(val, s.name), tail) for s in MEASURED})
 
 
 def flagged_at(val: list[dict], t: Thresholds) -> float:
@@ -129,11 +133,11 @@ def flagged_share(diagnostics: list[dict], flag: str | None = None) -> float:
     return float(np.mean(hits)) if hits else float("nan")
 
 
-def report(clean: list[dict], kinds: dict, usual_ratio: float) -> dict:
+def report(clean: list[dict], kinds: dict, usual: dict) -> dict:
     table = {}
     for kind, positives in kinds.items():
-        scores = {name: ([suspicion(name, v, usual_ratio) for v in values(positives, name)],
-                         [suspicion(name, v, usual_ratio) for v in values(clean, name)]) for name in SIGNALS}
+        scores = {s.name: ([suspicion(s, v, usual) for v in values(positives, s.name)],
+                           [suspicion(s, v, usual) for v in values(clean, s.name)]) for s in MEASURED}
         row = {name: auroc(*pair) for name, pair in scores.items()} if positives else {}
         if row:  # the best signal's 95% bootstrap interval: wide for a kind with few cases
             row["best"] = max(SIGNALS, key=row.get)
@@ -174,16 +178,17 @@ def main() -> None:
     val_src, test_src, test_ref = val_src[: args.limit], test_src[: args.limit], test_ref[: args.limit]
     start = time.perf_counter()
     val = [r.diagnostics for r in translate_diagnosed(translator, val_src)]
-    (thresholds, tail), usual_ratio = thresholds_on(val), float(np.median(values(val, "length_ratio")))
+    thresholds, tail = thresholds_on(val)
+    usual = {s.name: float(np.median(values(val, s.name))) for s in MEASURED if s.suspect == "both"}
     print(f"thresholds (val, each signal's {tail}% tail, {flagged_at(val, thresholds):.1%} of val flagged, "
           f"{time.perf_counter() - start:.0f} s): {thresholds}", flush=True)
     clean = translate_diagnosed(translator, test_src, thresholds=thresholds)
     bleu = corpus_bleu([r.text for r in clean], test_ref).score
     print(f"test BLEU {bleu:.2f} ({len(clean)} sentences, {time.perf_counter() - start:.0f} s)", flush=True)
     result = report([r.diagnostics for r in clean], injected(translator, test_src, clean, thresholds, args.seed),
-                    usual_ratio)
+                    usual)
     result.update(bleu=bleu, thresholds=vars(thresholds), tail_percent=tail,
-                  val_flagged=flagged_at(val, thresholds), sentences=len(clean), usual_ratio=usual_ratio,
+                  val_flagged=flagged_at(val, thresholds), sentences=len(clean), usual=usual,
                   seconds=round(time.perf_counter() - start))
     print(markdown(result))
     if args.json:

@@ -1,4 +1,4 @@
-"""The thresholds of the translation diagnostics (aiayn.inspect.diagnostics), in one place.
+"""The thresholds of the translation diagnostics (aiayn.inspect.signals), in one place.
 
 How they were chosen: bench/diagnostics.py translates Multi30k's val split (de->en, the model of
 docs/guides/diagnostics.md) and, for each continuous signal, takes the value that a share q of those
@@ -28,23 +28,25 @@ REPEAT_NGRAM_MAX = 4
 
 @dataclass(frozen=True, kw_only=True)
 class Thresholds:
-    """Each signal's threshold (see the module's docstring for how the defaults were chosen).
+    """Each signal's threshold, one field per signal of aiayn.inspect.signals.SIGNALS, named as it (see the
+    module's docstring for how the defaults were chosen).
 
-    uncovered_share: low_coverage when more than this share of the source words gets under COVERAGE_MASS.
-    eos_attention: hallucination when the output's mean cross-attention on the source's </s> is above this.
     log_prob: hallucination when the mean log-probability per output token (</s> included) is below this.
+    eos_attention: hallucination when the output's mean cross-attention on the source's </s> is above this.
+    uncovered_share: low_coverage when more than this share of the source words gets under COVERAGE_MASS.
     repeat_run: repetition when an n-gram follows itself at least this many times in a row.
     source_copy: copy when the output's chrF against the source itself is at least this.
-    length_ratio_low / length_ratio_high: length_ratio when output words / source words is outside them.
+    length_ratio: (low, high): length_ratio when output words / source words is outside them.
+    stopped_at_limit: stopped_at_limit when the search's stopped-at-limit mark is this (a rule, not a measure).
     unknown_share: unknown_input when more than this share of the source's pieces is <unk> or bytes."""
 
-    uncovered_share: float = 0.25
-    eos_attention: float = 0.16
     log_prob: float = -1.19
+    eos_attention: float = 0.16
+    uncovered_share: float = 0.25
     repeat_run: int = 3
     source_copy: float = 30.5
-    length_ratio_low: float = 0.64
-    length_ratio_high: float = 1.73
+    length_ratio: tuple[float, float] = (0.64, 1.73)
+    stopped_at_limit: bool = True
     unknown_share: float = UNKNOWN_SHARE
 
 

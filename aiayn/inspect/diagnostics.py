@@ -1,98 +1,18 @@
-"""Diagnostics of a translation: signals computed from its tokens, log-probability and cross-attention, each
-compared with a documented threshold (aiayn.inspect.diagnostic_thresholds), and the flags they raise.
-
-Signals (and where they come from):
-- log_prob: mean log-probability per output token, </s> included ("Seq-Logprob", the strongest simple
-  hallucination detector of Guerreiro et al. 2023) -> hallucination when low;
-- eos_attention: mean cross-attention the output's words give the source's </s> (an attention signal of
-  Lee et al. 2019 and Guerreiro et al. 2023: a detached output looks at the end of the source) ->
-  hallucination when high;
-- uncovered_share: share of the source's words that the output's words, together, attend to with less
-  than COVERAGE_MASS (Guerreiro et al.'s "Attn-ign-SRC") -> low_coverage;
-- repeat_run: the most times an n-gram of output words, or of output pieces (a loop inside one word),
-  follows itself -> repetition;
-- source_copy: chrF of the output against the source itself -> copy;
-- length_ratio: output words / source words -> length_ratio when outside a range;
-- stopped_at_limit: the search reached its length limit without </s> -> stopped_at_limit;
-- unknown_share: the source's <unk> and byte pieces -> unknown_input.
-Cross-attention: the last layer, heads averaged (as aiayn's alignments), subwords merged into words
-(aiayn.inspect.capture: keys summed per word, queries averaged per word).
+"""Diagnostics of a translation: each signal of aiayn.inspect.signals measured on its tokens,
+log-probability and cross-attention, compared with its threshold (aiayn.inspect.diagnostic_thresholds), and
+the flags they raise.
 
 Each signal reports {"value", "threshold", "rule", "flag", "flagged"}; the flags are the codes of the
 signals that fired, in a fixed order (each code once).
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from aiayn.errors import AiaynError
-from aiayn.inspect.capture import word_groups
-from aiayn.inspect.diagnostic_thresholds import COVERAGE_MASS, DEFAULT_THRESHOLDS, REPEAT_NGRAM_MAX, Thresholds
-
-FLAGS = ("hallucination", "low_coverage", "repetition", "copy", "length_ratio", "stopped_at_limit", "unknown_input")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Evidence:
-    """What the diagnostics read. src_tokens: source pieces ending in </s>; tgt_tokens: output pieces
-    (without </s>); cross: (L, H, T, S) cross-attention, T = len(tgt_tokens) or that + 1 (the </s> step);
-    log_prob: summed log-probability of the T steps."""
-
-    source: str
-    output: str
-    src_tokens: list[str]
-    tgt_tokens: list[str]
-    cross: np.ndarray
-    log_prob: float
-    stopped_at_limit: bool = False
-    unk_piece: str = "<unk>"
-
-
-def attention_signals(cross: np.ndarray, src_tokens: list[str], tgt_tokens: list[str]) -> tuple[float, float, list]:
-    """-> (uncovered_share, eos_attention, the uncovered source words). Rows: the output's words (the </s>
-    step left out); columns: the source's words, </s> last."""
-    weights = cross[-1].mean(0).astype(np.float64)[: len(tgt_tokens)]  # (T, S) last layer, heads averaged
-    src_words, src_groups = word_groups(src_tokens)
-    keys = np.stack([weights[:, g].sum(-1) for g in src_groups], axis=-1) if len(weights) else \
-        np.zeros((0, len(src_groups)))
-    rows = np.stack([keys[g].mean(0) for g in word_groups(tgt_tokens)[1]]) if len(keys) else keys
-    has_eos = src_words[-1] == "</s>"
-    n_words = len(src_words) - has_eos
-    eos = float(rows[:, -1].mean()) if has_eos and len(rows) else (1.0 if has_eos else 0.0)
-    mass = rows[:, :n_words].sum(0) if len(rows) else np.zeros(n_words)
-    uncovered = [w for w, m in zip(src_words, mass) if m < COVERAGE_MASS]
-    return len(uncovered) / max(n_words, 1), eos, uncovered
-
-
-def repeat_run(words: list[str], max_n: int = REPEAT_NGRAM_MAX) -> int:
-    """The most times an n-gram (n <= max_n) of `words` occurs in a row: "a b a b a b" -> 3; no repeat -> 1
-    (0 for no words)."""
-    best = min(len(words), 1)
-    for n in range(1, max_n + 1):
-        for start in range(len(words) - n + 1):
-            run, gram = 1, words[start: start + n]
-            while words[start + run * n: start + (run + 1) * n] == gram:
-                run += 1
-            best = max(best, run)
-    return best
-
-
-def source_copy(source: str, output: str) -> float:
-    """chrF (0-100) of the output against the source itself: near 100 when the output copies it."""
-    from sacrebleu.metrics import CHRF
-
-    return round(CHRF().sentence_score(output, [source]).score, 2) if output.strip() else 0.0
-
-
-def length_ratio(source: str, output: str) -> float:
-    return len(output.split()) / max(len(source.split()), 1)
-
-
-def unknown_share(src_tokens: list[str], unk_piece: str) -> float:
-    pieces = [p for p in src_tokens if p != "</s>"]
-    bad = sum(p == unk_piece or (p.startswith("<0x") and p.endswith(">")) for p in pieces)
-    return bad / max(len(pieces), 1)
+from aiayn.inspect.diagnostic_thresholds import DEFAULT_THRESHOLDS, Thresholds
+from aiayn.inspect.signals import FLAGS, SIGNALS, Evidence, attention_signals
 
 
 def _fires(value, threshold, rule: str) -> bool:
@@ -101,47 +21,31 @@ def _fires(value, threshold, rule: str) -> bool:
                  "outside": lambda: not threshold[0] <= value <= threshold[1]}[rule]())
 
 
-def _signal(value, threshold, rule: str, flag: str) -> dict:
+def _threshold(thresholds: Thresholds, name: str):
+    """A signal's threshold under `thresholds` (a range as a [low, high] list, as JSON writes it)."""
+    threshold = getattr(thresholds, name)
+    return list(threshold) if isinstance(threshold, tuple) else threshold
+
+
+def _report(value, threshold, rule: str, flag: str) -> dict:
     fired = _fires(value, threshold, rule)
     value = round(float(value), 4) if isinstance(value, (float, np.floating)) else value
     return {"value": value, "threshold": threshold, "rule": rule, "flag": flag, "flagged": fired}
 
 
-def _limits(t: Thresholds) -> dict:
-    """Each signal's threshold under t."""
-    return {"log_prob": t.log_prob, "eos_attention": t.eos_attention, "uncovered_share": t.uncovered_share,
-            "repeat_run": t.repeat_run, "source_copy": t.source_copy,
-            "length_ratio": [t.length_ratio_low, t.length_ratio_high], "stopped_at_limit": True,
-            "unknown_share": t.unknown_share}
-
-
 def flags_under(diagnostics: dict, thresholds: Thresholds) -> list[str]:
     """The flags a diagnose() result raises under other thresholds: its signals' (rounded) values judged again."""
-    limits = _limits(thresholds)
-    fired = {s["flag"] for name, s in diagnostics["signals"].items() if _fires(s["value"], limits[name], s["rule"])}
+    fired = {s["flag"] for name, s in diagnostics["signals"].items()
+             if _fires(s["value"], _threshold(thresholds, name), s["rule"])}
     return [f for f in FLAGS if f in fired]
 
 
 def diagnose(evidence: Evidence, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict:
     """-> {"flags": [codes], "signals": {name: {"value", "threshold", "rule", "flag", "flagged"}},
     "uncovered_words": [...]}."""
-    e, t = evidence, _limits(thresholds)
-    uncovered, eos, words = attention_signals(e.cross, e.src_tokens, e.tgt_tokens)
-    steps = max(e.cross.shape[-2], 1)
-    pieces = [p.lstrip("▁") for p in e.tgt_tokens]  # "▁und und und": one word, a loop of pieces
-    signals = {
-        "log_prob": _signal(e.log_prob / steps, t["log_prob"], "<", "hallucination"),
-        "eos_attention": _signal(eos, t["eos_attention"], ">", "hallucination"),
-        "uncovered_share": _signal(uncovered, t["uncovered_share"], ">", "low_coverage"),
-        "repeat_run": _signal(max(repeat_run(e.output.split()), repeat_run(pieces)), t["repeat_run"], ">=",
-                              "repetition"),
-        "source_copy": _signal(source_copy(e.source, e.output), t["source_copy"], ">=", "copy"),
-        "length_ratio": _signal(length_ratio(e.source, e.output), t["length_ratio"], "outside", "length_ratio"),
-        "stopped_at_limit": _signal(bool(e.stopped_at_limit), t["stopped_at_limit"], "is", "stopped_at_limit"),
-        "unknown_share": _signal(unknown_share(e.src_tokens, e.unk_piece), t["unknown_share"], ">",
-                                 "unknown_input"),
-    }
+    signals = {s.name: _report(s.measure(evidence), _threshold(thresholds, s.name), s.rule, s.flag) for s in SIGNALS}
     fired = {s["flag"] for s in signals.values() if s["flagged"]}
+    words = attention_signals(evidence.cross, evidence.src_tokens, evidence.tgt_tokens)[2]
     return {"flags": [f for f in FLAGS if f in fired], "signals": signals, "uncovered_words": words}
 
 

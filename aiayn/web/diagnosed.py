@@ -3,9 +3,10 @@ maps, the page's answer gains "diagnostics" and a coded warning per signal that 
 as its other warnings); without maps, the plain answer gains "diagnostics"."""
 
 from aiayn.inspect.diagnostics import diagnose_output, translate_diagnosed
+from aiayn.inspect.signals import SIGNALS
 
-# signals whose flag the page's own warnings already tell (stopped_at_limit, mostly_unknown)
-TOLD_BY_PAGE = ("stopped_at_limit", "unknown_share")
+# the signals the page words (the others' flags its own warnings already tell: stopped_at_limit, mostly_unknown)
+PAGE_WORDS = {s.name: s.page_words for s in SIGNALS if s.page_words is not None}
 
 
 def with_diagnostics(translator, text: str, fields: dict) -> dict:
@@ -15,14 +16,15 @@ def with_diagnostics(translator, text: str, fields: dict) -> dict:
 
 
 def page_warnings(diagnostics: dict) -> list[dict]:
-    """A warning {"code": "diag_<signal>", "value", "threshold"} for each signal that fired."""
+    """A warning {"code": "diag_<signal>", "value", "threshold", "low", "high", "words"} for each signal that
+    fired; "words": its English text, which the page fills in where its language has none of its own."""
     found = []
     for name, signal in diagnostics["signals"].items():
-        if signal["flagged"] and name not in TOLD_BY_PAGE:
+        if signal["flagged"] and name in PAGE_WORDS:
             threshold = signal["threshold"]
             low, high = threshold if isinstance(threshold, list) else (threshold, threshold)
             found.append({"code": f"diag_{name}", "value": signal["value"], "threshold": threshold, "low": low,
-                          "high": high})
+                          "high": high, "words": PAGE_WORDS[name]})
     return found
 
 

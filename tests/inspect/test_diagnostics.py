@@ -3,7 +3,7 @@ library on a real (tiny) model; the CLI's --diagnostics lines and evaluate's cou
 
 import json
 import re
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -14,19 +14,12 @@ from aiayn.cli import main
 from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.translator import Translator
 from aiayn.errors import AiaynError
-from aiayn.inspect.diagnostic_thresholds import COVERAGE_MASS, DEFAULT_THRESHOLDS
-from aiayn.inspect.diagnostics import (
-    FLAGS,
-    Evidence,
-    diagnose,
-    flags_under,
-    forced_evidence,
-    repeat_run,
-    translate_diagnosed,
-)
+from aiayn.inspect.diagnostic_thresholds import COVERAGE_MASS, DEFAULT_THRESHOLDS, Thresholds
+from aiayn.inspect.diagnostics import diagnose, flags_under, forced_evidence, translate_diagnosed
 from aiayn.inspect.roc import auroc, auroc_interval
+from aiayn.inspect.signals import FLAGS, SIGNALS, Evidence, repeat_run
 from aiayn.web.app import create_app
-from aiayn.web.diagnosed import TOLD_BY_PAGE
+from aiayn.web.diagnosed import PAGE_WORDS
 from tests.cli_helpers import assert_user_error, run_cli
 from tests.paths import REPO
 
@@ -111,8 +104,7 @@ def test_length_ratio_outliers_on_both_sides():
     short = diagnose(clean(output="dog", tgt_tokens=["▁dog"], cross=diagonal(2, 4)))
     assert "length_ratio" in short["flags"]
     assert short["signals"]["length_ratio"]["value"] == pytest.approx(1 / 3, abs=1e-4)
-    assert diagnose(clean())["signals"]["length_ratio"]["threshold"] == [DEFAULT_THRESHOLDS.length_ratio_low,
-                                                                          DEFAULT_THRESHOLDS.length_ratio_high]
+    assert diagnose(clean())["signals"]["length_ratio"]["threshold"] == list(DEFAULT_THRESHOLDS.length_ratio)
 
 
 def test_stopped_at_limit_and_unknown_input():
@@ -120,6 +112,12 @@ def test_stopped_at_limit_and_unknown_input():
     unknown = clean(src_tokens=["<unk>", "<0x41>", "▁Hund", "</s>"])
     assert flags(unknown) == ["unknown_input"]
     assert flags(clean(src_tokens=["<unk>", "▁ein", "▁Hund", "</s>"])) == []  # a third: not "made of" unknowns
+
+
+def test_one_threshold_per_signal_named_as_it():
+    assert [f.name for f in fields(Thresholds)] == [s.name for s in SIGNALS]
+    assert FLAGS == ("hallucination", "low_coverage", "repetition", "copy", "length_ratio", "stopped_at_limit",
+                     "unknown_input")
 
 
 def test_auroc_by_hand():
@@ -200,8 +198,9 @@ def test_rest_diagnostics_field(transformer_dir):
     client = TestClient(create_app(Translator.from_pretrained(transformer_dir)))
     body = client.post("/api/translate", json={"text": "forty five", "beam": 2, "diagnostics": True}).json()
     assert set(body["diagnostics"]) == {"flags", "signals", "uncovered_words"} and "maps" in body
-    fired = [name for name, s in body["diagnostics"]["signals"].items() if s["flagged"] and name not in TOLD_BY_PAGE]
+    fired = [name for name, s in body["diagnostics"]["signals"].items() if s["flagged"] and name in PAGE_WORDS]
     assert [w["code"] for w in body["warnings"] if w["code"].startswith("diag_")] == [f"diag_{n}" for n in fired]
+    assert all(w["words"] == PAGE_WORDS[w["code"][5:]] for w in body["warnings"] if w["code"].startswith("diag_"))
     plain = client.post("/api/translate", json={"text": "forty five", "beam": 2, "attention": False,
                                                 "diagnostics": True}).json()
     assert "maps" not in plain and plain["diagnostics"]["flags"] == body["diagnostics"]["flags"]
@@ -209,11 +208,13 @@ def test_rest_diagnostics_field(transformer_dir):
 
 
 def test_the_page_words_every_diagnostic_warning_in_both_languages():
+    """English from the signal list (sent with each warning), Korean from the page's dictionary."""
     static = REPO / "aiayn" / "web" / "static"
-    signals = set(diagnose(clean())["signals"]) - set(TOLD_BY_PAGE)
-    for name in ("i18n_en.js", "i18n_ko.js"):
-        keys = set(re.findall(r'"warn\.diag_(\w+)"', (static / name).read_text()))
-        assert keys == signals, name
+    told_by_page = {"stopped_at_limit", "unknown_share"}  # the page's own warnings tell these flags
+    assert set(PAGE_WORDS) == set(diagnose(clean())["signals"]) - told_by_page
+    assert all("{value}" in words for words in PAGE_WORDS.values())
+    assert not re.findall(r'"warn\.diag_(\w+)"', (static / "i18n_en.js").read_text())
+    assert set(re.findall(r'"warn\.diag_(\w+)"', (static / "i18n_ko.js").read_text())) == set(PAGE_WORDS)
 
 
 def _bench_diagnostics():

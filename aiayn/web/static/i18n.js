@@ -9,8 +9,9 @@ const current = {lang: localStorage.getItem("aiayn-lang") === "ko" ? "ko" : "en"
 
 export function lang() { return current.lang; }
 
-export function t(key, vars = {}) {
-  const text = TEXT[current.lang][key] ?? TEXT.en[key] ?? key;
+// fallback: the server's own English for a key the page has no words for (a diagnostic signal's warning)
+export function t(key, vars = {}, fallback = key) {
+  const text = TEXT[current.lang][key] ?? TEXT.en[key] ?? fallback;
   return text.replace(/\{(\w+)\}/g, (_, name) => String(vars[name] ?? ""));
 }
 

@@ -227,20 +227,5 @@ export const TEXT_EN = {
   "warn.unknown_tag": "{tags}: not a tag of this model (it was trained with no such tag), so it steers nothing.",
   "warn.stopped_at_limit":
     "The translation stopped at the length limit before the model ended it (</s>): it may be cut off.",
-  "warn.diag_log_prob":
-    "Possible hallucination: the model gives this output a low probability (mean log-probability per token " +
-    "{value}; flagged below {threshold}).",
-  "warn.diag_eos_attention":
-    "Possible hallucination: the output looks mostly at the end of the source (</s> gets {value} of its " +
-    "attention; flagged above {threshold}).",
-  "warn.diag_uncovered_share":
-    "Part of the source may be left out: a share of {value} of its words gets little attention (flagged above " +
-    "{threshold}).",
-  "warn.diag_repeat_run": "The output repeats itself: a phrase {value} times in a row (flagged at {threshold}).",
-  "warn.diag_source_copy":
-    "The output looks like a copy of the source (similarity {value} of 100; flagged at {threshold}).",
-  "warn.diag_length_ratio":
-    "The output's length is unusual for its source: {value} output words per source word (expected {low} to " +
-    "{high}).",
   top: "looks most at", lang: "한국어",
 };
