@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from aiayn.decoding.translator import Translator
-    from aiayn.inspect.capture import capture
+    from aiayn.inspect.maps.capture import capture
     from aiayn.run_dir import resolve_model_dir
 
     model_dir = resolve_model_dir(args.model)

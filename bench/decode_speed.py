@@ -123,7 +123,7 @@ def export_job(args, path: str) -> None:
     """The CTranslate2 model and the source pieces (with </s>), made once, in a process that may load torch."""
     from aiayn.decoding.batches import encode_sources
     from aiayn.decoding.translator import Translator
-    from aiayn.export import to_ctranslate2
+    from aiayn.interop.ctranslate2 import to_ctranslate2
 
     translator = Translator.from_pretrained(args.model)
     tok, cfg = translator.tokenizer, translator.decode_cfg

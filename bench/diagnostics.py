@@ -1,12 +1,12 @@
-"""How well the translation diagnostics (aiayn.inspect.diagnostics) find broken outputs, measured.
+"""How well the translation diagnostics (aiayn.inspect.quality.diagnostics) find broken outputs, measured.
 
     python bench/diagnostics.py MODEL --data-dir ../shared/data/multi30k [--pair de-en] [--limit N]
 
 1. Thresholds on Multi30k val: the model's own outputs (clean), each measured signal's tail of the same
-   size q on its suspect side (aiayn.inspect.signals: the q-th percentile of log_prob, the (100-q)-th of
+   size q on its suspect side (aiayn.inspect.quality.signals: the q-th percentile of log_prob, the (100-q)-th of
    eos_attention, uncovered_share, source_copy, repeat_run, both q/2 tails of length_ratio), q the largest
    of 1.0%, 0.9%, ... 0.1% for which all the flags together fire on at most FLAG_BUDGET of val. These are
-   the defaults in aiayn/inspect/diagnostic_thresholds.py.
+   the defaults in aiayn/inspect/quality/thresholds.py.
 2. On test_2016_flickr, with those thresholds: the clean outputs (negatives, and the false-flag rate), and
    injected pathologies (positives):
    - hallucination: the source perturbed as in Lee et al. 2019 (one rare source piece put at its start) and
@@ -15,8 +15,8 @@
    - cut short: the clean output's first half (outputs of 4 words or more);
    - repetition: an n-gram (1-3 words) of the clean output written three times in a row in its place;
    - copy: the source itself as the output.
-   Injected outputs are judged by teacher forcing (aiayn.inspect.diagnostics.forced_evidence).
-Prints each signal's AUROC per pathology (aiayn.inspect.roc) with the best signal's 95% bootstrap interval,
+   Injected outputs are judged by teacher forcing (aiayn.inspect.quality.diagnostics.forced_evidence).
+Prints each signal's AUROC per pathology (bench/roc.py) with the best signal's 95% bootstrap interval,
 the share of each pathology flagged, and the share of clean outputs flagged, as a Markdown table; --json
 writes everything.
 """
@@ -28,13 +28,13 @@ import time
 from dataclasses import replace
 
 import numpy as np
+from roc import auroc, auroc_interval  # bench/roc.py, beside this script
 
 from aiayn.decoding.translator import Translator
 from aiayn.evaluation import corpus_bleu, load_test_set
-from aiayn.inspect.diagnostic_thresholds import Thresholds
-from aiayn.inspect.diagnostics import diagnose, flags_under, forced_evidence, translate_diagnosed
-from aiayn.inspect.roc import auroc, auroc_interval
-from aiayn.inspect.signals import SIGNALS as ALL_SIGNALS
+from aiayn.inspect.quality.diagnostics import diagnose, flags_under, forced_evidence, translate_diagnosed
+from aiayn.inspect.quality.signals import SIGNALS as ALL_SIGNALS
+from aiayn.inspect.quality.thresholds import Thresholds
 
 HALLUCINATION_CHRF = 30.0  # chrF of a perturbed source's output against the unperturbed one's, below: hallucinated
 N_RARE = 50  # the perturbing pieces: the source vocabulary's last N_RARE ordinary pieces (its rarest merges)

@@ -4,7 +4,7 @@
         --out docs/img/beam_trace.png
 
 It decodes one sentence with Translator.trace and draws every step's candidates with
-aiayn.inspect.charts.draw_beam_trace (needs matplotlib: pip install 'aiayn[viz]').
+aiayn.inspect.maps.charts.draw_beam_trace (needs matplotlib: pip install 'aiayn[viz]').
 """
 
 import argparse
@@ -19,7 +19,7 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     from aiayn.decoding.translator import Translator
-    from aiayn.inspect.charts import draw_beam_trace
+    from aiayn.inspect.maps.charts import draw_beam_trace
 
     translator = Translator.from_pretrained(args.model)
     trace = translator.trace(args.text, beam=args.beam, n_best=args.beam)

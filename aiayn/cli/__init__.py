@@ -14,7 +14,8 @@ import threading
 
 from aiayn import __version__
 
-COMMAND_GROUPS = ("train", "translate", "score", "models", "attention", "serve", "heads")  # modules of aiayn.cli
+# modules of aiayn.cli
+COMMAND_GROUPS = ("train", "translate", "score", "models", "attention", "serve", "heads", "audit")
 
 
 class Parser(argparse.ArgumentParser):

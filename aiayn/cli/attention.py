@@ -24,8 +24,8 @@ def add_parsers(sub) -> None:
 
 def cmd_attention(args) -> int:
     from aiayn.decoding.translator import Translator
-    from aiayn.inspect.capture import capture
-    from aiayn.inspect.render import write_maps
+    from aiayn.inspect.maps.capture import capture
+    from aiayn.inspect.maps.files import write_maps
 
     translator = Translator.from_pretrained(args.model)
     translator.resolve(beam=args.beam)
@@ -45,7 +45,7 @@ def cmd_attention(args) -> int:
 
 def _index(value: int | None, name: str, sizes: list[int]) -> int | None:
     """--layer / --head count from 1, as the paper and the titles do -> the maps' 0-based index (None: all)."""
-    from aiayn.inspect.capture import InspectError
+    from aiayn.inspect.maps.checks import InspectError
 
     if value is None or not sizes:  # no maps of the kind: write_maps says so
         return None

@@ -53,8 +53,8 @@ def warn_truncated(results, where: str) -> None:
 
 def warn_input(translator, lines: list[str], results, where: str, first: int = 1) -> None:
     """A warning line for each sentence made mostly of pieces the model cannot read, or whose output stopped
-    at its length limit (aiayn.inspect.warnings; a cut source is warned by warn_truncated)."""
-    from aiayn.inspect.warnings import in_words, input_warnings
+    at its length limit (aiayn.inspect.quality.warnings; a cut source is warned by warn_truncated)."""
+    from aiayn.inspect.quality.warnings import in_words, input_warnings
 
     for number, (line, result) in enumerate(zip(lines, results), start=first):
         if not line.strip():

@@ -1,5 +1,4 @@
-"""`aiayn heads`: cross-attention heads ranked by how well they align words (aiayn.inspect.heads), and
-`aiayn audit`: a parallel corpus checked for overlaps, copies, outliers and bad lines (aiayn.data.audit).
+"""`aiayn heads`: cross-attention heads ranked by how well they align words (aiayn.inspect.alignment.heads).
 Wiring and printing only."""
 
 import json
@@ -9,10 +8,6 @@ MODEL_HELP = "checkpoint directory, or a training output directory (then average
 GOLD_HELP = ("gold word alignments, one Pharaoh line per sentence pair: i-j (sure) or i?j (possible), source word "
              "i, target word j, 0-based over the lines split at whitespace (default: a model of the built-in "
              "number task uses the task's own gold; otherwise heads are ranked by attention statistics)")
-AUDIT_DESCRIPTION = ("Prints what it finds and exits 0, findings or not. Exits 2, with one line naming the file, "
-                     "when a file cannot be read (missing, a directory, a damaged .gz, over the size limits), when the "
-                     "two sides of a split have different line counts, or when --json or --plot cannot be written (or "
-                     "names an input); 130 when interrupted (Ctrl-C).")
 
 
 def add_alignment_head(p) -> None:
@@ -26,7 +21,7 @@ def add_alignment_head(p) -> None:
 def alignment_function(args, translator):
     """result -> its Pharaoh alignment for --alignment (None without it), from --alignment-head's head."""
     from aiayn.errors import AiaynError
-    from aiayn.inspect.head_choice import choose_head, head_alignment
+    from aiayn.inspect.alignment.head_choice import choose_head, head_alignment
 
     if not args.alignment:
         if args.alignment_head:
@@ -53,21 +48,11 @@ def add_parsers(sub) -> None:
                    "alignments: FILE (Pharaoh), FILE.src and FILE.tgt (of --model's task, else configs/demo.yaml's), "
                    "and stop")
 
-    p = sub.add_parser("audit", help="check a parallel corpus: test/dev sentences in the training data, duplicates, "
-                       "copies, length outliers, wrong script, encoding",
-                       description=AUDIT_DESCRIPTION)
-    p.add_argument("--train", nargs=2, metavar=("SRC", "TGT"), required=True, help="training files")
-    p.add_argument("--dev", nargs=2, metavar=("SRC", "TGT"), help="development files")
-    p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"), help="test files")
-    p.add_argument("--json", metavar="FILE", help="also write the full report as JSON here (atomically)")
-    p.add_argument("--show", type=int, default=5, help="examples shown per finding (default: 5)")
-    p.add_argument("--plot", metavar="FILE.png", help="also draw the report as a picture: findings per kind and "
-                   "split, and the length-ratio distribution with the outlier cut-offs (needs matplotlib)")
 
 
 def _pairs(args, cfg):
     from aiayn.errors import AiaynError
-    from aiayn.inspect.head_choice import builtin_pairs
+    from aiayn.inspect.alignment.head_choice import builtin_pairs
 
     if bool(args.src) != bool(args.tgt):
         raise AiaynError("give --src and --tgt together (the sentence pairs forced through the model)")
@@ -87,8 +72,8 @@ def _pairs(args, cfg):
 
 
 def _gold(args, pairs, builtin: bool):
-    from aiayn.inspect.alignment_eval import read_gold
-    from aiayn.inspect.head_choice import builtin_golds
+    from aiayn.inspect.alignment.gold import read_gold
+    from aiayn.inspect.alignment.head_choice import builtin_golds
 
     if args.gold:
         return read_gold(args.gold, pairs), args.gold
@@ -100,7 +85,7 @@ def _gold(args, pairs, builtin: bool):
 def _write_gold(args) -> int:
     from aiayn.config import load_config
     from aiayn.data.synthetic import gold_alignments
-    from aiayn.inspect.head_choice import builtin_pairs
+    from aiayn.inspect.alignment.head_choice import builtin_pairs
     from aiayn.io import write_output_file
 
     if args.model:
@@ -140,8 +125,8 @@ def _table(scores, gold_name) -> str:
 def cmd_heads(args) -> int:
     from aiayn.decoding.translator import Translator
     from aiayn.errors import AiaynError
-    from aiayn.inspect.head_choice import model_config
-    from aiayn.inspect.heads import rank_heads
+    from aiayn.inspect.alignment.head_choice import model_config
+    from aiayn.inspect.alignment.heads import rank_heads
 
     if args.write_gold:
         return _write_gold(args)
@@ -150,7 +135,7 @@ def cmd_heads(args) -> int:
     if args.limit < 0:
         raise AiaynError(f"--limit {args.limit}: give 0 (all pairs) or a positive number")
     if args.plot:
-        from aiayn.inspect.charts import check_plot_path
+        from aiayn.inspect.maps.charts import check_plot_path
 
         check_plot_path("--plot", args.plot, inputs=[args.src, args.tgt, args.gold], model_dirs=[args.model])
     translator = Translator.from_pretrained(args.model)
@@ -168,7 +153,7 @@ def cmd_heads(args) -> int:
         print(f"{len(pairs) - skipped} pairs of {data_name}; gold: {gold_name or 'none'}")
         print(_table(scores, gold_name))
     if args.plot:
-        from aiayn.inspect.charts import draw_heads
+        from aiayn.inspect.maps.charts import draw_heads
 
         draw_heads(scores, args.plot, title=f"{len(pairs) - skipped} pairs of {data_name}")
         print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
@@ -178,28 +163,4 @@ def cmd_heads(args) -> int:
     return 0
 
 
-def cmd_audit(args) -> int:
-    from aiayn.data.audit import audit_corpus
-    from aiayn.data.audit_report import report_text
-    from aiayn.io import write_output_file
-
-    splits = {name: getattr(args, name) for name in ("train", "dev", "test") if getattr(args, name)}
-    inputs = [path for pair in splits.values() for path in pair]  # a corpus is never the report
-    if args.plot:
-        from aiayn.inspect.charts import check_plot_path
-
-        check_plot_path("--plot", args.plot, inputs=inputs)
-    report = audit_corpus(splits)
-    print(report_text(report, show=args.show))
-    if args.json:
-        write_output_file(args.json, json.dumps(report, indent=1, ensure_ascii=False) + "\n", inputs=inputs)
-        print(f"wrote {args.json}")
-    if args.plot:
-        from aiayn.inspect.charts import draw_audit
-
-        draw_audit(report, args.plot)
-        print(f"wrote {args.plot}")
-    return 0
-
-
-COMMANDS = {"heads": cmd_heads, "audit": cmd_audit}
+COMMANDS = {"heads": cmd_heads}

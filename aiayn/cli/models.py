@@ -41,7 +41,7 @@ def cmd_average(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from aiayn.export import to_ctranslate2
+    from aiayn.interop.ctranslate2 import to_ctranslate2
 
     out = to_ctranslate2(args.model, args.out, force=args.force)
     print(f"wrote {out} (CTranslate2; source lines need a final </s> piece)")

@@ -122,7 +122,7 @@ def cmd_translate(args) -> int:
     from aiayn.data.corpus import iter_stream_lines, read_lines
     from aiayn.decoding.options import options_from_args
     from aiayn.errors import AiaynError
-    from aiayn.inspect.diagnostics import translate_diagnosed
+    from aiayn.inspect.quality.diagnostics import translate_diagnosed
     from aiayn.io import write_output_file
 
     options = options_from_args(args)  # option clashes first: before a model is loaded (or exported)
@@ -263,7 +263,7 @@ def cmd_evaluate(args) -> int:
 
     from aiayn.decoding.options import options_from_args
     from aiayn.evaluation import as_dicts, check_bootstrap, compare_systems, evaluate_corpus, load_test_set
-    from aiayn.inspect.diagnostics import flag_counts, translate_diagnosed
+    from aiayn.inspect.quality.diagnostics import flag_counts, translate_diagnosed
     from aiayn.io import write_output_file
 
     check_bootstrap(args.bootstrap)  # before minutes of translation

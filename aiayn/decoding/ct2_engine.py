@@ -1,6 +1,6 @@
 """CTranslate2 as a decoding engine behind the Translator (optional extra `aiayn[export]`).
 
-The model is exported (aiayn.export.build_spec: same weights, sinusoids and vocabularies) once into a
+The model is exported (aiayn.interop.ctranslate2.build_spec: same weights, sinusoids and vocabularies) once into a
 cache inside the model directory, MODEL/ct2/fp32 (MODEL/ct2/fp32-ema for EMA weights), and exported
 again when it is stale: its marker records size, mtime and SHA-256 of every file the export was made
 from (weights, config.yaml, tokenizer files) and the CTranslate2 version. The marker also records size,
@@ -154,7 +154,7 @@ def _write_marker(cache: Path, marker: dict) -> None:
 def _export(cache: Path, load_model, sources: dict, ctranslate2) -> None:
     from aiayn.checkpoint import EXPORT_MARKER, check_output_dir
     from aiayn.errors import OutputError
-    from aiayn.export import write_ctranslate2
+    from aiayn.interop.ctranslate2 import write_ctranslate2
     from aiayn.io import atomic_dir
 
     for path in (cache.parent, cache):

@@ -24,6 +24,7 @@ from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.scoring import Score, encode_pairs, scores_of
 from aiayn.decoding.search_rules import max_lengths
 from aiayn.errors import AiaynError
+from aiayn.heatmap import translation_html
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +41,10 @@ class Translation:
     stopped_at_limit: bool = False  # the output reached its length limit (a * |src| + b, the cap) without </s>
     constraints_met: bool = True  # False: it reached its length limit before writing every constraint
     log_prob: float | None = None  # summed log-probability of the best hypothesis (None: ct2, a blank line)
-    diagnostics: dict | None = None  # flags and signals (aiayn.inspect.diagnostics.translate_diagnosed)
+    diagnostics: dict | None = None  # flags and signals (aiayn.inspect.quality.diagnostics.translate_diagnosed)
 
     def _repr_html_(self) -> str:
         """Jupyter: the text, the score and, with attention maps, the last layer's cross-attention."""
-        from aiayn.inspect.notebook import translation_html
-
         return translation_html(self)
 
 

@@ -1,12 +1,12 @@
 """The word alignment the page outlines on its cross-attention heatmap: the links `aiayn translate --alignment`
-prints for the same maps, made by the same function (aiayn.inspect.head_choice.maps_alignment) from the
+prints for the same maps, made by the same function (aiayn.inspect.alignment.head_choice.maps_alignment) from the
 head the server was started with (`aiayn serve --alignment-head`, the forms of translate's --alignment-head;
 default: the last decoder layer's mean over its heads)."""
 
 from dataclasses import dataclass
 
-from aiayn.inspect.capture import AttentionMaps
-from aiayn.inspect.head_choice import choose_head, maps_alignment
+from aiayn.inspect.alignment.head_choice import choose_head, maps_alignment
+from aiayn.inspect.maps.attention_maps import AttentionMaps
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def alignment_head(translator, text: str | None) -> AlignmentHead:
 
 def alignment_json(maps: AttentionMaps, choice: AlignmentHead) -> dict:
     """{"links": Pharaoh "i-j" (source word i, output word j, 0-based, </s> left out), "layer", "head" (0-based;
-    head null: the layer's mean), "chosen"}. Words are those of aiayn.inspect.capture.word_groups, the page's."""
+    head null: the layer's mean), "chosen"}. Words are those of aiayn.inspect.maps.capture.word_groups, the page's."""
     layer = maps.maps["cross"].shape[0] - 1 if choice.layer is None else choice.layer
     return {"links": maps_alignment(maps, choice.layer, choice.head), "layer": layer, "head": choice.head,
             "chosen": choice.chosen}

@@ -1,6 +1,6 @@
 """The page's translation answer (POST /api/translate with maps): the model's own translation, or the maps
 of a given target (teacher forcing, as `aiayn attention --target`); the word groups of every token list
-(aiayn.inspect.capture.word_groups: the page merges words with them, it has no rule of its own); the
+(aiayn.inspect.maps.capture.word_groups: the page merges words with them, it has no rule of its own); the
 probability of every output token; the word alignment of the maps (aiayn.web.alignment, what `aiayn
 translate --alignment` prints); and warnings, each a code and its numbers, which the page words in its own
 language."""
@@ -9,8 +9,8 @@ import torch
 
 from aiayn.decoding.batches import encode_sources
 from aiayn.errors import AiaynError
-from aiayn.inspect.capture import capture, maps_of, word_groups
-from aiayn.inspect.warnings import input_warnings
+from aiayn.inspect.maps.capture import capture, maps_of, word_groups
+from aiayn.inspect.quality.warnings import input_warnings
 from aiayn.web.alignment import DEFAULT_HEAD, AlignmentHead, alignment_json
 
 

@@ -79,9 +79,9 @@ from aiayn.decoding.options import DecodeOptions
 from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.workers import WorkersDown
 from aiayn.errors import AiaynError, BudgetExceeded
-from aiayn.inspect.layer_step import layer_step
-from aiayn.inspect.qkv import attention_step
-from aiayn.inspect.rnn_step import rnn_step
+from aiayn.inspect.steps.layer_step import layer_step
+from aiayn.inspect.steps.qkv import attention_step
+from aiayn.inspect.steps.rnn_step import rnn_step
 from aiayn.web.alignment import DEFAULT_HEAD, AlignmentHead, alignment_head
 from aiayn.web.answer import CodedError, page_result
 from aiayn.web.batching import Batcher

@@ -1,9 +1,9 @@
-"""Diagnostics over REST ("diagnostics": true in POST /api/translate; aiayn.inspect.diagnostics): with the
+"""Diagnostics over REST ("diagnostics": true in POST /api/translate; aiayn.inspect.quality.diagnostics): with the
 maps, the page's answer gains "diagnostics" and a coded warning per signal that fired (the page words it,
 as its other warnings); without maps, the plain answer gains "diagnostics"."""
 
-from aiayn.inspect.diagnostics import diagnose_output, translate_diagnosed
-from aiayn.inspect.signals import SIGNALS
+from aiayn.inspect.quality.diagnostics import diagnose_output, translate_diagnosed
+from aiayn.inspect.quality.signals import SIGNALS
 
 # the signals the page words (the others' flags its own warnings already tell: stopped_at_limit, mostly_unknown)
 PAGE_WORDS = {s.name: s.page_words for s in SIGNALS if s.page_words is not None}

@@ -61,7 +61,7 @@ def _sizes(model) -> dict:
         return {"d_model": attn.d_model, "n_heads": attn.n_heads, "d_k": attn.d_head,
                 "n_encoder_layers": len(model.encoder_layers), "n_decoder_layers": len(model.decoder_layers),
                 "norm": "pre-LN" if layer.norm_first else "post-LN (paper)"}
-    from aiayn.inspect.rnn_step import _score_doc
+    from aiayn.inspect.steps.rnn_step import _score_doc
 
     dec = model.decoder
     name, formula = _score_doc(dec.score)

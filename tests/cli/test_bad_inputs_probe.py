@@ -149,7 +149,7 @@ def test_png_of_a_long_sentence_stays_bounded(transformer_dir, tmp_path, capsys)
     pytest.importorskip("matplotlib")
     from PIL import Image
 
-    from aiayn.inspect.png import MAX_PIXELS
+    from aiayn.inspect.maps.png import MAX_PIXELS
 
     text = " ".join(["forty five"] * 120)
     code, output = run_cli(["attention", "--model", transformer_dir, text, "--target", text, "--kind", "all",

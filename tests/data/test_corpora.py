@@ -16,7 +16,7 @@ from aiayn.data.encoded import EncodedCorpus
 from aiayn.data.synthetic import english, german
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError
-from aiayn.inspect.warnings import in_words, input_warnings
+from aiayn.inspect.quality.warnings import in_words, input_warnings
 
 
 def write(path: Path, lines) -> str:

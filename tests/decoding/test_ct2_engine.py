@@ -292,12 +292,12 @@ def test_a_damaged_cache_is_exported_again(short, caplog, damage):
 def test_an_unwritable_model_directory_is_one_line_naming_the_way_out(short, monkeypatch, capsys):
     import errno
 
-    import aiayn.export
+    import aiayn.interop.ctranslate2 as ctranslate2
 
     def full(model, cfg, tokenizer, out):
         raise OSError(errno.ENOSPC, "No space left on device", str(out / "model.bin"))
 
-    monkeypatch.setattr(aiayn.export, "write_ctranslate2", full)
+    monkeypatch.setattr(ctranslate2, "write_ctranslate2", full)
     (short.parent / "in.txt").write_text("nine\n", encoding="utf-8")
     code = main(["translate", "--model", str(short), "--input", str(short.parent / "in.txt"), "--engine", "ct2"])
     err = capsys.readouterr().err

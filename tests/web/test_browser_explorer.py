@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from aiayn.inspect.capture import capture
+from aiayn.inspect.maps.capture import capture
 from tests.paths import REPO
 from tests.web import test_browser as shared
 from tests.web.test_browser import ARTIFACTS
@@ -125,7 +125,7 @@ WORDS_TEXT, WORDS_TARGET = "seventeen thousand eight hundred", "siebzehntausend 
 @pytest.mark.parametrize("kind, word", [("cross", 0), ("encoder_self", 0), ("decoder_self", 1)])
 def test_word_step_view_shows_the_word_row_as_the_mean_of_its_pieces(browser, server, transformer_dir, kind, word):
     from aiayn.decoding.translator import Translator
-    from aiayn.inspect.capture import merge_subwords, word_groups
+    from aiayn.inspect.maps.capture import merge_subwords, word_groups
 
     page = translated(open_page(browser, server), server, f"?text={WORDS_TEXT.replace(' ', '+')}&target="
                       f"{WORDS_TARGET.replace(' ', '+')}&kind={kind}&layer=2&head=1&words=1&q={word + 1}")

@@ -5,7 +5,7 @@ are the server's numbers; a pick re-decodes the rest, and the page then shows wh
 import numpy as np
 import pytest
 
-from aiayn.inspect.capture import maps_of
+from aiayn.inspect.maps.capture import maps_of
 from tests.web import test_browser as shared
 from tests.web.test_browser import ARTIFACTS
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from aiayn.data.synthetic import number_task
-from aiayn.inspect.capture import maps_of
+from aiayn.inspect.maps.capture import maps_of
 
 SENTENCE = "forty five thousand six hundred"
 

@@ -11,8 +11,9 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from aiayn.inspect.capture import InspectError, capture
-from aiayn.inspect.head_choice import maps_alignment
+from aiayn.inspect.alignment.head_choice import maps_alignment
+from aiayn.inspect.maps.capture import capture
+from aiayn.inspect.maps.checks import InspectError
 from aiayn.web.app import create_app
 from aiayn.web.info import training_facts
 

@@ -1,4 +1,4 @@
-// The rest of the layer for the step view's row (aiayn.inspect.layer_step): every head's output,
+// The rest of the layer for the step view's row (aiayn.inspect.steps.layer_step): every head's output,
 // Concat · W^O (§3.2.2), the residual and LayerNorm (§3.1), the FFN (§3.3) and its Add & Norm: the
 // layer's output; in the decoder's last layer the next-token distribution's top k.
 import {esc, showPiece} from "./api.js";

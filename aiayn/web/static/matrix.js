@@ -48,7 +48,7 @@ export function keySum(view, row, ki) {
 }
 
 export function viewCell(view, pieces, qi, ki) {
-  // keys of a word summed, queries of a word averaged (aiayn.inspect.capture.merge_subwords); pieces[q]:
+  // keys of a word summed, queries of a word averaged (aiayn.inspect.maps.capture.merge_subwords); pieces[q]:
   // the row of piece q (only the rows of qi's pieces are read)
   if (isMasked(view, qi, ki)) return 0;
   let sum = 0;

@@ -1,7 +1,7 @@
 // The step view of a word (the word view): what the heatmap's row of a word is made of. Each of its pieces'
 // rows is computed by /api/step; a key word's weight in a piece's row is the sum of its pieces' weights, and
 // the word's row is the mean of its pieces' rows: viewCell, the heatmap's own merge (matrix.js, as
-// aiayn.inspect.capture.merge_subwords). Then one piece's full step, chosen with the buttons.
+// aiayn.inspect.maps.capture.merge_subwords). Then one piece's full step, chosen with the buttons.
 import {esc, fmt} from "./api.js";
 import {nth, t} from "./i18n.js";
 import {isMasked, keySum, viewCell} from "./matrix.js";

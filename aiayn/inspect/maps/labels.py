@@ -4,7 +4,8 @@ panel titles in words, axis titles, and which cells the model masked."""
 
 import numpy as np
 
-SPECIAL = ("<s>", "</s>", "<pad>", "<unk>")
+from aiayn.heatmap import show_piece
+
 KIND_NAMES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention (masked)",
               "cross": "encoder-decoder (cross) attention"}
 # (query axis, key axis)
@@ -14,15 +15,6 @@ AXIS_TITLES = {"encoder_self": ("query: source token", "key: source token"),
 MASKED_NOTE = "hatched: masked (−∞ before the softmax, weight 0)"
 WORD_RULE = ("words: a word starts at a piece beginning with ▁; its pieces' columns are summed and its "
              "rows averaged")
-
-
-def show_piece(piece: str) -> str:
-    """"▁forty" -> "forty"; a piece that continues a word gets a leading "·"; special tokens as they are."""
-    if piece in SPECIAL:
-        return piece
-    if piece.startswith("▁"):
-        return piece[1:] or "␣"
-    return "·" + piece
 
 
 def axis_labels(maps, kind: str) -> tuple[list[str], list[str]]:

@@ -1,6 +1,6 @@
 """The diagnostic signals, as one list (SIGNALS): what each reads from a translation, how it is judged
-against its threshold, and which of its values are suspect. diagnose() (aiayn.inspect.diagnostics), the
-thresholds (aiayn.inspect.diagnostic_thresholds: one field per signal), bench/diagnostics.py and the page
+against its threshold, and which of its values are suspect. diagnose() (aiayn.inspect.quality.diagnostics), the
+thresholds (aiayn.inspect.quality.thresholds: one field per signal), bench/diagnostics.py and the page
 (each fired signal's warning, worded from `page_words`) all go through this list, so a new signal is one
 entry here, its default threshold there, and its Korean words in aiayn/web/static/i18n_ko.js.
 
@@ -19,7 +19,7 @@ Signals (and where they come from):
 - stopped_at_limit: the search reached its length limit without </s> -> stopped_at_limit;
 - unknown_share: the source's <unk> and byte pieces -> unknown_input.
 Cross-attention: the last layer, heads averaged (as aiayn's alignments), subwords merged into words
-(aiayn.inspect.capture: keys summed per word, queries averaged per word).
+(aiayn.inspect.maps.capture: keys summed per word, queries averaged per word).
 """
 
 from collections.abc import Callable
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aiayn.inspect.capture import word_groups
-from aiayn.inspect.diagnostic_thresholds import COVERAGE_MASS, REPEAT_NGRAM_MAX
+from aiayn.inspect.maps.capture import word_groups
+from aiayn.inspect.quality.thresholds import COVERAGE_MASS, REPEAT_NGRAM_MAX
 
 
 @dataclass(frozen=True, kw_only=True)

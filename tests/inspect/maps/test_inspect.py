@@ -6,9 +6,9 @@ import torch
 
 from aiayn.decoding.translator import Translator
 from aiayn.errors import AiaynError
-from aiayn.inspect.capture import capture, hard_alignment, merge_subwords, word_groups
-from aiayn.inspect.qkv import attention_step
-from aiayn.inspect.render import write_maps
+from aiayn.inspect.maps.capture import capture, hard_alignment, merge_subwords, word_groups
+from aiayn.inspect.maps.files import write_maps
+from aiayn.inspect.steps.qkv import attention_step
 
 SENTENCE = "three hundred forty five thousand twenty one"
 
@@ -160,7 +160,7 @@ def test_teacher_forced_input_longer_than_the_model_is_an_error(transformer_dir)
 def test_html_and_png_say_what_they_show(transformer_dir, rnn_dir, tmp_path):
     """Rendered maps name their rows by the decoder input and the token it predicts, show pieces without
     SentencePiece's ▁, draw the decoder's masked future as masked, and call the RNN's map what it is."""
-    from aiayn.inspect.labels import axis_labels, masked_cells, panel_title, sentence_title
+    from aiayn.inspect.maps.labels import axis_labels, masked_cells, panel_title, sentence_title
 
     maps = capture(Translator.from_pretrained(transformer_dir), SENTENCE, beam=2)
     T = len(maps.target_tokens)

@@ -4,8 +4,10 @@ is ranked on by default: the built-in number task's held-out pairs with their ex
 import json
 from pathlib import Path
 
-from aiayn.inspect.alignment_eval import Gold, parse_links
-from aiayn.inspect.capture import AttentionMaps, InspectError, hard_alignment, maps_of, merge_subwords
+from aiayn.inspect.alignment.gold import Gold, parse_links
+from aiayn.inspect.maps.attention_maps import AttentionMaps
+from aiayn.inspect.maps.capture import hard_alignment, maps_of, merge_subwords
+from aiayn.inspect.maps.checks import InspectError
 
 HEAD_FORMS = "L:H (layer L, head H, counted from 1), L:mean (layer L's mean over heads), best, or a JSON file of " \
              "`aiayn heads --json` (its best head)"
@@ -72,7 +74,7 @@ def choose_head(text: str, translator) -> tuple[int, int | None]:
             raise InspectError("--alignment-head best ranks the heads on the built-in task's gold alignments, "
                                "and this model was not trained on it: run `aiayn heads --model M --gold FILE "
                                "--src FILE --tgt FILE --json > heads.json`, then --alignment-head heads.json")
-        from aiayn.inspect.heads import rank_heads
+        from aiayn.inspect.alignment.heads import rank_heads
 
         text = rank_heads(translator, pairs, builtin_golds(pairs))[0][0].name
     elif text.endswith(".json"):

@@ -1,23 +1,29 @@
 """Attention maps and translations shown inline in Jupyter: self-contained HTML (inline CSS, SVG and a few
 lines of script; nothing fetched, no server), every display with ids of its own so that a notebook can
-show many. The heatmaps are aiayn.inspect.html's (fragment mode); the line view draws, for every query
+show many. The heatmaps are aiayn.inspect.maps.html's (fragment mode); the line view draws, for every query
 token, a line to each key token, as dark as its weight (hover a query token to see only its lines).
 
     view(maps, kind="encoder_self", layer=0)   # any kind, layer, head
     maps                                      # capture()'s result: cross-attention of the last layer
     translation                               # a Translation: text, score, averaged cross-attention
+                                              # (its own display: aiayn.heatmap.translation_html)
 """
 
+from __future__ import annotations
+
 import html
-import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from aiayn.inspect.capture import AttentionMaps
-from aiayn.inspect.html import fragment, scoped_style, table
-from aiayn.inspect.labels import AXIS_TITLES, KIND_NAMES, axis_labels, show_piece
-from aiayn.inspect.selection import select
+from aiayn.heatmap import new_scope
+from aiayn.inspect.maps.html import fragment
+from aiayn.inspect.maps.labels import AXIS_TITLES, KIND_NAMES, axis_labels
+from aiayn.inspect.maps.selection import select
+
+if TYPE_CHECKING:  # for the annotations only: AttentionMaps shows itself through this module
+    from aiayn.inspect.maps.attention_maps import AttentionMaps
 
 NOTEBOOK_STYLE = "h2{font-size:1em;margin:.8em 0 .2em} svg text{font-size:11px;cursor:default}"
 # hover a query token: only its lines stay visible (scoped to this display's own element)
@@ -26,11 +32,6 @@ var lines=root.querySelectorAll("line[data-q]");root.querySelectorAll("text[data
 t.addEventListener("mouseenter",function(){lines.forEach(function(l){l.style.display=
 l.dataset.q===t.dataset.q?"":"none";});});t.addEventListener("mouseleave",function(){
 lines.forEach(function(l){l.style.display="";});});});})();</script>"""
-
-
-def new_scope() -> str:
-    """An element id no other display in the page has."""
-    return f"aiayn-{uuid.uuid4().hex[:12]}"
 
 
 def line_view(weights: np.ndarray, queries: list[str], keys: list[str], *, scope: str, title: str) -> str:
@@ -87,18 +88,3 @@ def view(maps: AttentionMaps, *, kind: str = "cross", layer: int | None = None,
     the last) and head (default: every head's heatmap, their average in the line view)."""
     select(maps, kind, layer, head)  # a kind, layer or head the model lacks fails here, not at display
     return AttentionView(maps=maps, kind=kind, layer=layer, head=head)
-
-
-def translation_html(result) -> str:
-    """A Translation: its text and score; with attention maps, the last layer's cross-attention averaged
-    over the heads as one heatmap (rows: output tokens, columns: source tokens)."""
-    score = "" if result.score is None else f" <span style='color:#57606a'>score {result.score:.3f}</span>"
-    text = f"<p style='margin:.2em 0'><b>{html.escape(result.text)}</b>{score}</p>"
-    if not result.attention or "cross" not in result.attention:
-        return f"<div>{text}</div>"
-    weights = np.asarray(result.attention["cross"])[-1].mean(0)  # (T, S)
-    rows = [show_piece(t) for t in result.tokens] + ["</s>"] * (weights.shape[0] - len(result.tokens))
-    scope = new_scope()
-    heatmap = table("cross-attention, last layer, heads averaged", weights, None, rows,
-                    [show_piece(t) for t in result.src_tokens])
-    return f'<div id="{scope}"><style>{scoped_style(scope)}</style>{text}{heatmap}</div>'

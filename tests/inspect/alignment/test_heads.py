@@ -2,9 +2,11 @@ import numpy as np
 import pytest
 
 from aiayn.data.synthetic import aligned, english, german, gold_alignments, number_of, number_task
-from aiayn.inspect.alignment_eval import GoldError, aer, parse_links, read_gold
-from aiayn.inspect.capture import AttentionMaps, InspectError, hard_alignment
-from aiayn.inspect.heads import HeadRanking, argmax_links
+from aiayn.inspect.alignment.gold import GoldError, aer, parse_links, read_gold
+from aiayn.inspect.alignment.heads import HeadRanking, argmax_links
+from aiayn.inspect.maps.attention_maps import AttentionMaps
+from aiayn.inspect.maps.capture import hard_alignment
+from aiayn.inspect.maps.checks import InspectError
 
 
 def test_aer_by_hand():
@@ -93,8 +95,8 @@ def test_without_gold_heads_are_ranked_by_score():
 
 def test_rank_heads_on_a_model(transformer_dir, monkeypatch, tmp_path):
     from aiayn.decoding.translator import Translator
-    from aiayn.inspect import head_choice
-    from aiayn.inspect.heads import rank_heads
+    from aiayn.inspect.alignment import head_choice
+    from aiayn.inspect.alignment.heads import rank_heads
 
     translator = Translator.from_pretrained(transformer_dir)
     pairs = head_choice.builtin_pairs(head_choice.model_config(translator).data)[:4]  # the fixture's is the task's
@@ -114,7 +116,7 @@ def test_rank_heads_on_a_model(transformer_dir, monkeypatch, tmp_path):
             choose(bad, translator)
         assert "\n" not in str(err.value)
     # the last layer's mean is what --alignment has always printed
-    from aiayn.inspect.capture import word_alignment
+    from aiayn.inspect.maps.capture import word_alignment
 
     result = translator.translate(["twenty one"], return_attention=True)[0]
     assert head_choice.head_alignment(result, translator, 1, None) == word_alignment(result, translator)

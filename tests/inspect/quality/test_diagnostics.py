@@ -14,10 +14,9 @@ from aiayn.cli import main
 from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.translator import Translator
 from aiayn.errors import AiaynError
-from aiayn.inspect.diagnostic_thresholds import COVERAGE_MASS, DEFAULT_THRESHOLDS, Thresholds
-from aiayn.inspect.diagnostics import diagnose, flags_under, forced_evidence, translate_diagnosed
-from aiayn.inspect.roc import auroc, auroc_interval
-from aiayn.inspect.signals import FLAGS, SIGNALS, Evidence, repeat_run
+from aiayn.inspect.quality.diagnostics import diagnose, flags_under, forced_evidence, translate_diagnosed
+from aiayn.inspect.quality.signals import FLAGS, SIGNALS, Evidence, repeat_run
+from aiayn.inspect.quality.thresholds import COVERAGE_MASS, DEFAULT_THRESHOLDS, Thresholds
 from aiayn.web.app import create_app
 from aiayn.web.diagnosed import PAGE_WORDS
 from tests.cli_helpers import assert_user_error, run_cli
@@ -121,12 +120,15 @@ def test_one_threshold_per_signal_named_as_it():
 
 
 def test_auroc_by_hand():
+    auroc = _bench("roc").auroc
     assert auroc([3, 4], [1, 2]) == 1.0 and auroc([1, 2], [3, 4]) == 0.0
     assert auroc([1], [1]) == 0.5  # a tie counts half
     assert auroc([0.8, 0.4], [0.5, 0.1, 0.4]) == pytest.approx(4.5 / 6)  # 3 + 0 + 1 + 0.5 of 6 pairs
 
 
 def test_auroc_interval_holds_the_auroc_and_narrows_with_more_cases():
+    roc = _bench("roc")
+    auroc, auroc_interval = roc.auroc, roc.auroc_interval
     rng = np.random.default_rng(1)
     few_pos, many_pos, neg = rng.normal(1, 1, 10), rng.normal(1, 1, 1000), rng.normal(0, 1, 1000)
     few, many = auroc_interval(few_pos, neg, resamples=300), auroc_interval(many_pos, neg, resamples=300)
@@ -217,10 +219,14 @@ def test_the_page_words_every_diagnostic_warning_in_both_languages():
     assert set(re.findall(r'"warn\.diag_(\w+)"', (static / "i18n_ko.js").read_text())) == set(PAGE_WORDS)
 
 
-def _bench_diagnostics():
+def _bench(name: str):
+    """bench/NAME.py as a module, its sibling scripts importable (as when run: python bench/NAME.py)."""
     import importlib.util
+    import sys
 
-    spec = importlib.util.spec_from_file_location("bench_diagnostics", REPO / "bench" / "diagnostics.py")
+    if str(REPO / "bench") not in sys.path:
+        sys.path.append(str(REPO / "bench"))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -229,7 +235,7 @@ def _bench_diagnostics():
 def test_bench_thresholds_keep_all_flags_within_the_budget():
     """bench/diagnostics.py shrinks every signal's tail together until all flags fire on at most
     FLAG_BUDGET of val; its flagged share is diagnose()'s for the same thresholds."""
-    bench, rng = _bench_diagnostics(), np.random.default_rng(0)
+    bench, rng = _bench("diagnostics"), np.random.default_rng(0)
     words = ["".join(rng.choice(list("abcdefghijklmnop"), 5)) for _ in range(40)]
     evidences = [Evidence(source="ein Hund läuft", output=" ".join(rng.choice(words, 3)), src_tokens=SRC,
                           tgt_tokens=TGT, cross=diagonal() + rng.uniform(0, 0.3, (2, 2, 4, 4)),

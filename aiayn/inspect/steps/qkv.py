@@ -1,6 +1,6 @@
 """One query of one head, step by step: x -> q = x W^Q, K = X W^K, V = X W^V (§3.2.2),
 q.k per key, / sqrt(d_k) (§3.2.1), the mask (-inf), softmax, the weighted sum of V. Transformer models;
-RNN models have their own step (aiayn.inspect.rnn_step).
+RNN models have their own step (aiayn.inspect.steps.rnn_step).
 
 Every key is listed, masked ones too, with the model's mask (aiayn.model.masks, True = may attend):
 source padding in encoder self-attention and cross attention, and in decoder self-attention the keys after
@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from aiayn.inspect.capture import InspectError
+from aiayn.inspect.maps.checks import InspectError
 from aiayn.model.masks import padding_mask
 
 DECIMALS = 5

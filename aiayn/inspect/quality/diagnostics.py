@@ -1,5 +1,5 @@
-"""Diagnostics of a translation: each signal of aiayn.inspect.signals measured on its tokens,
-log-probability and cross-attention, compared with its threshold (aiayn.inspect.diagnostic_thresholds), and
+"""Diagnostics of a translation: each signal of aiayn.inspect.quality.signals measured on its tokens,
+log-probability and cross-attention, compared with its threshold (aiayn.inspect.quality.thresholds), and
 the flags they raise.
 
 Each signal reports {"value", "threshold", "rule", "flag", "flagged"}; the flags are the codes of the
@@ -11,8 +11,8 @@ from dataclasses import replace
 import numpy as np
 
 from aiayn.errors import AiaynError
-from aiayn.inspect.diagnostic_thresholds import DEFAULT_THRESHOLDS, Thresholds
-from aiayn.inspect.signals import FLAGS, SIGNALS, Evidence, attention_signals
+from aiayn.inspect.quality.signals import FLAGS, SIGNALS, Evidence, attention_signals
+from aiayn.inspect.quality.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
 
 def _fires(value, threshold, rule: str) -> bool:

@@ -12,8 +12,8 @@ Luong attends with the new state s_t = h_t; Bahdanau attends from the previous s
 
 import torch
 
-from aiayn.inspect.capture import InspectError
-from aiayn.inspect.qkv import WEIGHT_DECIMALS, _round
+from aiayn.inspect.maps.checks import InspectError
+from aiayn.inspect.steps.qkv import WEIGHT_DECIMALS, _round
 from aiayn.model.scores import attention_distribution, context_vector
 
 TOP = 5  # output tokens listed

@@ -9,7 +9,7 @@ Schema (AttentionMaps; the same fields go to NPZ and JSON):
   maps[kind]           float32 (L, H, queries, keys); kinds: encoder_self (L, H, S, S),
                        decoder_self (L, H, T, T), cross (L, H, T, S). RNN models: cross only, L = H = 1.
   Every row is a distribution over the keys (sums to 1).
-Files (.json, .npz; aiayn.inspect.render, schema_version 2) hold the kinds, layers and heads chosen with
+Files (.json, .npz; aiayn.inspect.maps.files, schema_version 2) hold the kinds, layers and heads chosen with
 --kind / --layer / --head (default: cross attention, every layer and head), still shaped (L', H', Q, K);
 `selection[kind]` = {"layers": [...], "heads": [...]} gives the model's index of each row kept.
 Subword-to-word merging (merge_words=True): for the KEYS (the attended pieces) the weights of a word's
@@ -17,36 +17,12 @@ pieces are summed, so rows still sum to 1; for the QUERIES (the attending pieces
 mean of its pieces' rows. A word starts at a piece beginning with "▁" (SentencePiece).
 """
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import torch
 
 from aiayn.decoding.batches import encode_sources
-from aiayn.errors import AiaynError
-
-
-class InspectError(AiaynError):
-    """A request the captured maps cannot answer: an empty sentence, a layer, head or kind the model lacks."""
-
-
-@dataclass
-class AttentionMaps:
-    source_tokens: list[str]
-    target_tokens: list[str]
-    target_input_tokens: list[str]
-    translation: str
-    arch: str
-    maps: dict[str, np.ndarray] = field(default_factory=dict)
-    merged: bool = False
-    score: float | None = None  # beam-search score of the translation (None when teacher-forced)
-    truncated: bool = False  # the sentence was longer than the model's positions; its beginning was used
-
-    def _repr_html_(self) -> str:
-        """Jupyter: the last layer's cross-attention (aiayn.inspect.notebook.view for any kind, layer, head)."""
-        from aiayn.inspect.notebook import view
-
-        return view(self)._repr_html_()
+from aiayn.inspect.maps.attention_maps import AttentionMaps
+from aiayn.inspect.maps.checks import InspectError, check_index
 
 
 def capture(translator, sentence: str, target: str | None = None, beam: int | None = None,
@@ -135,12 +111,6 @@ def merge_subwords(maps: AttentionMaps) -> AttentionMaps:
     merged = {k: _merge(v, *plan[k]).astype(np.float32) for k, v in maps.maps.items()}
     return AttentionMaps(src_words, tgt_words, in_words, maps.translation, maps.arch, merged, True, maps.score,
                          maps.truncated)
-
-
-def check_index(value: int | None, size: int, name: str) -> None:
-    """--layer / --head: 0-based, within the model's count (None = all)."""
-    if value is not None and not 0 <= value < size:
-        raise InspectError(f"--{name} {value} out of range: the model has {size} {name}s (0-based: 0 to {size - 1})")
 
 
 def hard_alignment(maps: AttentionMaps, layer: int | None = None, heads: list[int] | None = None) -> str:

@@ -12,7 +12,7 @@ own language (aiayn/web/static/i18n.js), the command line in English (`in_words`
 """
 
 from aiayn.data.corpora import unknown_tags
-from aiayn.inspect.language import looks_like
+from aiayn.inspect.quality.language import looks_like
 
 BYTE_SHARE = 0.5  # a source more than half unknown or byte pieces gets the "mostly unknown" warning
 

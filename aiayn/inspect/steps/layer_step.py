@@ -75,7 +75,7 @@ def _attention_part(model, kind, layer_index, streams, src_ids, query):
 @torch.no_grad()
 def layer_step(model, tokenizer, src_ids: list[int], tgt_in_ids: list[int], kind: str, layer: int,
                query: int) -> dict:
-    """The layer's computation for one query row (indices checked by aiayn.inspect.qkv.attention_step)."""
+    """The layer's computation for one query row (indices checked by aiayn.inspect.steps.qkv.attention_step)."""
     device = next(model.parameters()).device
     src, tgt_in = torch.tensor([src_ids], device=device), torch.tensor([tgt_in_ids], device=device)
     streams = _streams(model, src, tgt_in)

@@ -1,4 +1,4 @@
-"""The thresholds of the translation diagnostics (aiayn.inspect.signals), in one place.
+"""The thresholds of the translation diagnostics (aiayn.inspect.quality.signals), in one place.
 
 How they were chosen: bench/diagnostics.py translates Multi30k's val split (de->en, the model of
 docs/guides/diagnostics.md) and, for each continuous signal, takes the value that a share q of those
@@ -28,7 +28,7 @@ REPEAT_NGRAM_MAX = 4
 
 @dataclass(frozen=True, kw_only=True)
 class Thresholds:
-    """Each signal's threshold, one field per signal of aiayn.inspect.signals.SIGNALS, named as it (see the
+    """Each signal's threshold, one field per signal of aiayn.inspect.quality.signals.SIGNALS, named as it (see the
     module's docstring for how the defaults were chosen).
 
     log_prob: hallucination when the mean log-probability per output token (</s> included) is below this.

@@ -2,7 +2,7 @@
 alignment error rate against gold word alignments, as Garg et al. (2019) read alignments from attention.
 
 The alignment of a head: the target sentence is forced through the model (teacher forcing, capture's
-`target`), subwords are merged into words (aiayn.inspect.capture.merge_subwords: a word's keys summed, its
+`target`), subwords are merged into words (aiayn.inspect.maps.capture.merge_subwords: a word's keys summed, its
 query rows averaged), and each target word is linked to the source word it attends to most (</s> left
 out on both sides), as hard_alignment does.
 
@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from aiayn.inspect.alignment_eval import AerCounts, Gold, Link
-from aiayn.inspect.capture import InspectError, capture
+from aiayn.inspect.alignment.gold import AerCounts, Gold, Link
+from aiayn.inspect.maps.capture import capture
+from aiayn.inspect.maps.checks import InspectError
 
 
 @dataclass

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from aiayn.inspect.capture import AttentionMaps, InspectError, hard_alignment
-from aiayn.inspect.selection import select
+from aiayn.inspect.maps.attention_maps import AttentionMaps
+from aiayn.inspect.maps.capture import hard_alignment
+from aiayn.inspect.maps.checks import InspectError
+from aiayn.inspect.maps.selection import select
 from aiayn.io import atomic_path
 
 SCHEMA_VERSION = 2  # 2: maps hold the selected kinds, layers and heads; `selection` says which
@@ -99,9 +101,9 @@ def write_maps(maps: AttentionMaps, out: str | Path, kind: str = "cross", layer:
     if suffix == ".npz":
         return _write_npz(maps, out, kinds, layer, head)
     if suffix == ".png":
-        from aiayn.inspect.png import draw_png
+        from aiayn.inspect.maps.png import draw_png
 
         return _atomic(out, lambda p: draw_png(maps, kinds, layer, head, p))
-    from aiayn.inspect.html import page
+    from aiayn.inspect.maps.html import page
 
     return _atomic(out, lambda p: p.write_text(page(maps, kinds, layer, head), encoding="utf-8"))

@@ -90,7 +90,7 @@ def test_audit_plot_and_length_ratios(tmp_path, capsys):
 
 def test_beam_trace_picture(transformer_dir, tmp_path):
     from aiayn.decoding.translator import Translator
-    from aiayn.inspect.charts import draw_beam_trace
+    from aiayn.inspect.maps.charts import draw_beam_trace
 
     trace = Translator.from_pretrained(transformer_dir).trace("forty five", beam=3, n_best=3, max_output_len=6)
     out = draw_beam_trace(trace, tmp_path / "trace.png", title="forty five")
@@ -98,7 +98,7 @@ def test_beam_trace_picture(transformer_dir, tmp_path):
 
 
 def test_without_matplotlib_a_chart_is_one_line(monkeypatch):
-    from aiayn.inspect import charts
+    from aiayn.inspect.maps import charts
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(AiaynError, match=r"pip install 'aiayn\[viz\]'"):
@@ -106,8 +106,8 @@ def test_without_matplotlib_a_chart_is_one_line(monkeypatch):
 
 
 def test_heads_grid_without_gold(tmp_path):
-    from aiayn.inspect.charts import draw_heads
-    from aiayn.inspect.heads import HeadScore
+    from aiayn.inspect.alignment.heads import HeadScore
+    from aiayn.inspect.maps.charts import draw_heads
 
     scores = [HeadScore(layer, head, None, 0.2, 0.5 + 0.1 * (head or 0), 0.5, 0.9)
               for layer in range(2) for head in (0, 1, 2, None)]

@@ -1,4 +1,4 @@
-"""Jupyter displays (aiayn.inspect.notebook): a Translation and captured attention maps as self-contained
+"""Jupyter displays (aiayn.inspect.maps.notebook): a Translation and captured attention maps as self-contained
 HTML whose heatmap cells hold the maps' numbers, and two displays in one page with ids of their own."""
 
 import re
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from aiayn.decoding.translator import Translator
-from aiayn.inspect.capture import capture
-from aiayn.inspect.notebook import view
+from aiayn.inspect.maps.capture import capture
+from aiayn.inspect.maps.notebook import view
 
 REMOTE = re.compile(r"""\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.I)
 CELL = re.compile(r'<td title="[^"]*: ([0-9.]+)"')

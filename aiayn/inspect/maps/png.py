@@ -17,7 +17,7 @@ def panel_inches(longest: int, n_panels: int) -> float:
     """Side of one heatmap: ~0.2 in per token keeps 30 tokens readable, within MAX_PIXELS in all."""
     fits = (MAX_PIXELS / n_panels) ** 0.5 / DPI
     if fits < MIN_PANEL_INCHES:
-        from aiayn.inspect.capture import InspectError
+        from aiayn.inspect.maps.checks import InspectError
 
         raise InspectError(f"{n_panels} heatmaps do not fit in one PNG; choose fewer with --kind, --layer or "
                            f"--head, or write .html / .npz / .json")
@@ -41,7 +41,7 @@ def figure_inches(cell: float, n_rows: int, n_cols: int, label_inches: float, ti
 
 def _label_inches(maps, kinds, font: int) -> float:
     """About how much room the longest row label takes beside a panel (and the column labels below it)."""
-    from aiayn.inspect.labels import axis_labels
+    from aiayn.inspect.maps.labels import axis_labels
 
     longest = max(len(label) for k in kinds for labels in axis_labels(maps, k) for label in labels)
     return min(2.5, 0.3 + longest * font * 0.6 / 72)
@@ -70,7 +70,7 @@ def draw_png(maps, kinds, layer, head, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from aiayn.inspect.labels import (
+    from aiayn.inspect.maps.labels import (
         AXIS_TITLES,
         MASKED_NOTE,
         WORD_RULE,
@@ -79,7 +79,7 @@ def draw_png(maps, kinds, layer, head, path) -> None:
         panel_title,
         sentence_title,
     )
-    from aiayn.inspect.selection import select
+    from aiayn.inspect.maps.selection import select
 
     panels = [(k, select(maps, k, layer, head)) for k in kinds]
     n_rows = sum(m.shape[0] for _, m in panels)

@@ -1,9 +1,16 @@
 """One kind, layer and head of captured attention maps: what every writer (render.py, png.py, html.py)
 draws from. A leaf of the writers, so that they need not import each other."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from aiayn.inspect.capture import AttentionMaps, InspectError, check_index
+from aiayn.inspect.maps.checks import InspectError, check_index
+
+if TYPE_CHECKING:  # for the annotations only: AttentionMaps shows itself through the notebook display, which selects
+    from aiayn.inspect.maps.attention_maps import AttentionMaps
 
 
 def select(maps: AttentionMaps, kind: str, layer: int | None, head: int | None) -> np.ndarray:
