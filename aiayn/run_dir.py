@@ -6,6 +6,7 @@ A run directory (aiayn train --out RUN) holds, besides its run files (aiayn.trai
     latest                       the name of the newest checkpoint: a bare step_NNNNNNNN, never a path
     best/                        the checkpoint of the best validation
     average/                     the average of the last checkpoints (§6.1)
+    timeline/step_NNNNNNNN.npz   attention as it learns (aiayn.training.timeline writes it, the explorer reads it)
 
 A command that takes a model takes a checkpoint directory or a run directory; of a run it uses average/,
 else best/, else the checkpoint `latest` names, else the newest one (resolve_model_dir).
@@ -17,6 +18,8 @@ from pathlib import Path
 from aiayn.errors import CheckpointError
 
 STEP_NAME = re.compile(r"step_\d{8}")
+TIMELINE_DIR = "timeline"
+TIMELINE_FILE = re.compile(r"step_(\d{8})\.npz")
 
 
 def step_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -59,3 +62,15 @@ def resolve_model_dir(path: str | Path, option: str = "--model") -> Path:
         return latest
     raise CheckpointError(f"{path}: neither a checkpoint directory (model.safetensors, config.yaml, "
                           f"tokenizer.model) nor a training output directory; pass {option} DIR")
+
+
+def snapshot_name(step: int) -> str:
+    """The timeline file of `step`."""
+    return f"step_{step:08d}.npz"
+
+
+def snapshot_steps(directory: Path) -> list[int]:
+    """The steps of the timeline files in `directory`, in order ([] when there is none)."""
+    if not directory.is_dir():
+        return []
+    return sorted(int(m.group(1)) for p in directory.iterdir() if (m := TIMELINE_FILE.fullmatch(p.name)))

@@ -16,32 +16,17 @@ run ends with the same files as an uninterrupted one (files past the step it res
 written again)."""
 
 import io
-import re
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from aiayn.io import write_bytes_atomic
+from aiayn.run_dir import TIMELINE_DIR, snapshot_name, snapshot_steps
 
 MAX_SENTENCES = 8  # train.attention_timeline's largest value
 MAX_SNAPSHOTS = 64  # files per run
 MAX_TOKENS = 40  # subwords of a timeline sentence's source and of its target (</s> and <s> included)
-DIRNAME = "timeline"
-FILE = re.compile(r"step_(\d{8})\.npz")
-
-
-def snapshot_name(step: int) -> str:
-    return f"step_{step:08d}.npz"
-
-
-def snapshot_steps(directory: Path) -> list[int]:
-    """The steps of the snapshot files in `directory`, in order ([] when there is none)."""
-    if not directory.is_dir():
-        return []
-    return sorted(int(m.group(1)) for p in directory.iterdir() if (m := FILE.fullmatch(p.name)))
-
-
 def grid_stride(step: int, eval_every: int, cap: int = MAX_SNAPSHOTS) -> int:
     """The grid's stride at `step`: eval_every x 2^k, the smallest that leaves at most cap - 1 older points."""
     stride = eval_every
@@ -80,7 +65,7 @@ class AttentionTimeline:
         """The first n short dev pairs of a run as (source ids with </s>, target input ids with <s>)."""
         pairs = [examples[i] for i in pick_sentences(examples, n)]
         sentences = [(list(e.src) + [tokenizer.eos_id], [tokenizer.bos_id] + list(e.tgt)) for e in pairs]
-        return cls(directory=Path(out) / DIRNAME, sentences=sentences, eval_every=eval_every)
+        return cls(directory=Path(out) / TIMELINE_DIR, sentences=sentences, eval_every=eval_every)
 
     def resume(self, step: int) -> None:
         """A run resumed at `step`: the files of later steps (from a run killed after them) are written again."""

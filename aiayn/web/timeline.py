@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.errors import AiaynError
-from aiayn.training.timeline import DIRNAME, snapshot_name, snapshot_steps
+from aiayn.run_dir import TIMELINE_DIR, snapshot_name, snapshot_steps
 
 KINDS = ("encoder_self", "decoder_self", "cross")
 
@@ -19,8 +19,8 @@ def find_timeline(model_dir) -> Path | None:
         return None
     model_dir = Path(model_dir).resolve()
     for run in (model_dir.parent, model_dir.parent.parent):
-        if snapshot_steps(run / DIRNAME):
-            return run / DIRNAME
+        if snapshot_steps(run / TIMELINE_DIR):
+            return run / TIMELINE_DIR
     return None
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from aiayn.training.timeline import kept_steps, snapshot_steps
+from aiayn.run_dir import snapshot_steps
+from aiayn.training.timeline import kept_steps
 
 TINY = ["data.synthetic_train=200", "data.synthetic_valid=6", "data.vocab_size=48", "data.byte_fallback=false",
         "model.d_model=32", "model.d_ff=64", "model.n_heads=2", "train.max_tokens=512", "train.warmup_steps=4",
