@@ -3,8 +3,9 @@ of a given target (teacher forcing, as `aiayn attention --target`); the word gro
 (aiayn.inspect.maps.capture.word_groups: the page merges words with them, it has no rule of its own); the
 probability of every output token; the word alignment of the maps (aiayn.web.alignment, what `aiayn
 translate --alignment` prints); and warnings, each a code and its numbers, which the page words in its own
-language."""
+language. Written as JSON on the model's thread, the maps one matrix at a time."""
 
+import numpy as np
 import torch
 
 from aiayn.decoding.batches import encode_sources
@@ -12,14 +13,10 @@ from aiayn.errors import AiaynError
 from aiayn.inspect.maps.capture import capture, maps_of, word_groups
 from aiayn.inspect.quality.warnings import input_warnings
 from aiayn.web.alignment import DEFAULT_HEAD, AlignmentHead, alignment_json
-
-
-class CodedError(AiaynError):
-    """A user error the page words itself: `code` names it, `params` holds its numbers."""
-
-    def __init__(self, message: str, code: str, **params):
-        super().__init__(message)
-        self.code, self.params = code, params
+from aiayn.web.diagnosed import with_diagnostics
+from aiayn.web.limits import DECIMALS, MAX_OUTPUT_TOKENS, MAX_SOURCE_TOKENS, VALUE_BYTES, Limits, TranslateRequest
+from aiayn.web.plain import source_length
+from aiayn.web.respond import dumps
 
 
 def _search_or_force(translator, text, options, target, target_prefix):
@@ -68,3 +65,53 @@ def token_probs(model, bos_id: int, src_ids: list[int], target_ids: list[int]) -
 def warnings(translator, source_tokens: list[str], text: str, stopped: bool, cut: bool, langs) -> list[dict]:
     return input_warnings(translator.tokenizer, source_tokens, text, stopped=stopped, cut=cut,
                           max_positions=translator.max_positions, langs=langs)
+
+
+def translate_json(translator, limits: Limits, req: TranslateRequest, langs=(None, None),
+                   alignment: AlignmentHead = DEFAULT_HEAD) -> bytes:
+    """One translation (or the maps of req.target) within the budget -> the JSON the page needs.
+    Serialised here, on the worker thread: megabytes of floats serialised on the event loop would stall
+    every other request."""
+    source_length(translator.tokenizer, req.text)
+    if req.sampling is not None:
+        raise AiaynError("sampling gives plain translations: send \"attention\": false")
+    fields, maps = page_result(translator, req.text, req.options(limits, attention=True), req.target,
+                               req.target_prefix, langs, alignment)
+    if req.diagnostics:
+        fields = with_diagnostics(translator, req.text, fields)
+    return f'{dumps(fields)[:-1]},"maps":{_maps_json(maps)}}}'.encode()
+
+
+def _rounded(weights: np.ndarray) -> list:
+    # float64 first: a rounded float32 prints as 0.12300000339746475, not 0.123
+    return np.asarray(weights, dtype=np.float64).round(DECIMALS).tolist()
+
+
+def _maps_json(maps: dict) -> str:
+    """{kind: [layer][head][query][key]}, serialised one (query x key) matrix at a time: json.dumps holds
+    the GIL until it returns, and short holds (about 2 ms for 128 x 128) let the event loop answer
+    /api/health in between; the whole answer at once holds it for tens of milliseconds."""
+    kinds = []
+    for kind, array in maps.items():  # (L, H, Q, K)
+        layers = ["[" + ",".join(dumps(_rounded(matrix)) for matrix in layer) + "]" for layer in array]
+        kinds.append(f"{dumps(kind)}:[{','.join(layers)}]")
+    return "{" + ",".join(kinds) + "}"
+
+
+def max_response_bytes(translator, max_output_tokens: int = MAX_OUTPUT_TOKENS) -> int:
+    """An upper bound of a /api/translate answer's size: every map at its largest (S = MAX_SOURCE_TOKENS,
+    T = max_output_tokens), every weight at its longest, each row's brackets; the subwords and the
+    translation at the vocabulary's longest subword, 6 bytes a character (an escaped one); ids; 1 KB."""
+    S, T, model = MAX_SOURCE_TOKENS, max_output_tokens, translator.model
+    if model.arch == "transformer":  # encoder self (S x S), decoder self (T x T), cross (T x S)
+        heads = model.encoder_layers[0].self_attn.n_heads
+        n_enc, n_dec = heads * len(model.encoder_layers), heads * len(model.decoder_layers)
+        n_values, n_rows = n_enc * S * S + n_dec * (T * T + T * S), n_enc * S + n_dec * 2 * T
+    else:  # RNN: one cross-attention map, L = H = 1
+        n_values, n_rows = T * S, T
+    tok = translator.tokenizer
+    pieces = tok.id_to_piece(list(range(tok.tgt_vocab_size))) + tok.source_id_to_piece(list(range(tok.src_vocab_size)))
+    longest = max(len(piece) for piece in pieces)
+    text = (S + 3 * T) * (6 * longest + 3)  # source, target, target input subwords; the translation
+    links = len(f"{S}-{T} ") * T  # the word alignment: at most one link per output word
+    return VALUE_BYTES * n_values + 2 * n_rows + text + 8 * (S + T) + links + 1024

@@ -9,11 +9,9 @@ never offered (a text cannot end a translation)."""
 import json
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
 from aiayn.errors import AiaynError
-
-MAX_K = 20  # alternatives per position
+from aiayn.web.limits import AlternativesRequest
 
 
 def _check_ids(ids: list[int], size: int, what: str) -> None:
@@ -51,15 +49,6 @@ def alternatives(translator, src_ids: list[int], target_input_ids: list[int], k:
         found.append({"id": i, "piece": tok.id_to_piece([i])[0], "prob": p, "prefix": prefix, "exact": exact,
                       "pickable": exact})
     return {"position": len(target_input_ids) - 1, "alternatives": found}
-
-
-class AlternativesRequest(BaseModel):
-    """POST /api/alternatives: the answer's source_ids and its target_input_ids up to the position (<s> first)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-    source_ids: list[int] = Field(min_length=1, max_length=128)
-    target_input_ids: list[int] = Field(min_length=1, max_length=128)
-    k: int = Field(10, ge=1, le=MAX_K)
 
 
 def alternatives_json(translator, req: AlternativesRequest) -> bytes:

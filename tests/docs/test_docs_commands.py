@@ -17,7 +17,7 @@ test_commands_parse (every block, nothing runs):
   make X              X is a target of the Makefile
   pip install ...     aiayn[EXTRA]: EXTRA is an extra of pyproject.toml
   tensorboard ...     an extra of pyproject.toml installs it
-  curl ...            -s/-H/-d and a URL: the route is one of aiayn/web/app.py's, the body is JSON
+  curl ...            -s/-H/-d and a URL: the route is one of aiayn/web/routes/'s, the body is JSON
 
 test_commands_run (slow; each distinct block once, in a fresh copy of PREPARED) runs them: aiayn commands
 in this process, `aiayn serve` as a process of its own on a free port (the doc's port is mapped to it) that
@@ -413,8 +413,8 @@ def check_curl(words: list[str]):
         raise Bad(f"{args.url}: not a URL of aiayn serve here")
     port, path = int(match.group(1)), match.group(2)
     method = args.request or ("POST" if args.data is not None else "GET")
-    app = (REPO / "aiayn" / "web" / "app.py").read_text(encoding="utf-8")
-    if f'@app.{method.lower()}("{path}")' not in app:
+    routes = "".join(p.read_text(encoding="utf-8") for p in (REPO / "aiayn" / "web" / "routes").glob("*.py"))
+    if f'@routes.{method.lower()}("{path}")' not in routes:
         raise Bad(f"aiayn serve has no {method} {path}")
     headers = dict(h.split(":", 1) for h in args.header)
     headers = {k.strip().lower(): v.strip() for k, v in headers.items()}

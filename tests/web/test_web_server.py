@@ -216,7 +216,7 @@ def test_unexpected_error_text_is_logged_not_sent(translator, caplog):
         async with httpx.AsyncClient(transport=transport, base_url="http://aiayn") as client:
             return await client.post("/api/translate", json={"text": "nine", "beam": 1})
 
-    with caplog.at_level(logging.ERROR, logger="aiayn.web.app"):
+    with caplog.at_level(logging.ERROR, logger="aiayn.web.respond"):
         r = asyncio.run(ask())
     assert r.status_code == 500 and r.json() == {"error": "internal server error (details are in the server's log)"}
     assert "secret" not in r.text and "secret" in caplog.text

@@ -1,0 +1,24 @@
+"""POST /api/alternatives {"source_ids", "target_input_ids", "k"}: post-editing, the top-k next tokens at one
+position and the text prefix each makes (aiayn.web.postedit). A job on the model's thread; native engine."""
+
+from functools import partial
+
+from fastapi import APIRouter, Request
+
+from aiayn.web.limits import AlternativesRequest
+from aiayn.web.postedit import alternatives_json
+from aiayn.web.respond import NATIVE_ONLY, answer, error
+from aiayn.web.served import Served
+
+
+def router(served: Served) -> APIRouter:
+    routes = APIRouter()
+
+    @routes.post("/api/alternatives")  # post-editing: the top-k next tokens at one position (aiayn.web.postedit)
+    async def next_tokens(req: AlternativesRequest, request: Request):
+        if served.engine != "native":
+            return error(400, NATIVE_ONLY)
+        return await answer(request, served.limits.time_limit_s,
+                            served.admission.run(partial(alternatives_json, served.translator, req)))
+
+    return routes
