@@ -37,6 +37,16 @@ def test_health_page_and_its_files(client):
         assert client.get(f"/static/{name}").status_code == 404
 
 
+def test_page_files_are_revalidated_and_only_static_files(client):
+    r = client.get("/static/app.js")
+    assert r.headers["cache-control"] == "no-cache" and r.headers["content-type"].startswith("text/javascript")
+    again = client.get("/static/app.js", headers={"If-None-Match": r.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    for name in ("nope.js", "routes/page.py", "__init__.py", ""):  # not a page file: the API's error body
+        missing = client.get(f"/static/{name}")
+        assert missing.status_code == 404 and missing.json() == {"error": "no such file"}
+
+
 def test_model_info(client):
     info = client.get("/api/info").json()
     assert info["arch"] == "transformer" and info["n_heads"] == 4 and info["d_k"] == info["d_model"] // 4
