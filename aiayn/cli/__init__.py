@@ -122,6 +122,9 @@ def _run(words: list[str], debug: bool, interrupt: _Interrupt) -> int:
     handler = {name: h for group in _groups() for name, h in group.COMMANDS.items()}[args.command]
     import torch  # noqa: F401  every command's models: loaded while a Ctrl-C simply ends the process
 
+    from aiayn.threads import limit_to_usable
+
+    limit_to_usable()  # a container's CPU quota, which torch does not count
     interrupt.starting = False
     try:
         return handler(args) or 0

@@ -38,6 +38,15 @@ def _existing(out: Path, names) -> str:
     return "  ".join(f"{out / n}" for n in names if (out / n).exists())
 
 
+def _threads(cfg):
+    """The run's torch threads, printed first (aiayn.threads says how they are chosen)."""
+    from aiayn.threads import choose_threads
+
+    choice = choose_threads(cfg.train.num_threads)
+    print(choice.line(), flush=True)
+    return choice
+
+
 def cmd_train(args) -> int:
     from aiayn.cli import _exit_now
     from aiayn.config import load_config
@@ -51,7 +60,7 @@ def cmd_train(args) -> int:
     if args.data_dir:  # a path, taken as it is (through --set it would be parsed as YAML)
         cfg.data.data_dir = args.data_dir
     trainer = prepare_run(cfg, args.out, dev_bleu_factory, args.device, init_from=args.init_from,
-                          overrides=args.overrides)
+                          overrides=args.overrides, threads=_threads(cfg))
     main_process = trainer.dist.is_main
     if main_process and trainer.resumed_from is not None:
         print(f"resuming from {trainer.resumed_from} (step {trainer.progress.step})")
@@ -91,7 +100,7 @@ def cmd_demo(args) -> int:
 
     cfg = load_config(DEMO_CONFIG, args.overrides)
     print(f"training the built-in task (English number words -> German) into {args.out} ...")
-    trainer = prepare_run(cfg, args.out, dev_bleu_factory)
+    trainer = prepare_run(cfg, args.out, dev_bleu_factory, threads=_threads(cfg))
     trainer.train()
     if trainer.stopped_by_signal:
         print(f"{trainer.stop_reason}; run `aiayn demo --out {args.out}` again to resume")

@@ -30,6 +30,7 @@ from aiayn.errors import AiaynError
 from aiayn.io import write_bytes_atomic, write_text_atomic
 from aiayn.model import build_model, count_parameters
 from aiayn.run_dir import resolve_model_dir
+from aiayn.threads import ThreadChoice, apply_threads, choose_threads
 from aiayn.training import distributed as D
 from aiayn.training.micro_batches import check_micro_batch_workers
 from aiayn.training.run_files import claim_run_entries, open_lock
@@ -297,10 +298,12 @@ def _new_model(cfg, init: InitModel | None):
 
 
 def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", init_from: str | Path | None = None,
-                overrides: list[str] = ()) -> Trainer:
+                overrides: list[str] = (), threads: ThreadChoice | None = None) -> Trainer:
     """bleu_factory(tokenizer, valid_pairs, cfg) -> (model -> dev BLEU), supplied by the caller.
     init_from: a model directory to fine-tune (see the module's docstring); overrides: the --set items that
-    made cfg, so that one which conflicts with init_from's model is an error naming the field."""
+    made cfg, so that one which conflicts with init_from's model is an error naming the field. threads: the
+    caller's choose_threads(cfg.train.num_threads) (the command line prints it), else chosen here; the
+    trainer keeps it as .threads."""
     out = Path(out)
     dev = resolve_device(device)
     dist = D.init_distributed(dev)
@@ -314,8 +317,7 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     D.barrier(dist)  # every process has checked before any of them writes
     if dev.type == "cuda":
         dev = torch.device("cuda", dist.local_rank)
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
+    threads = apply_threads(threads or choose_threads(cfg.train.num_threads))  # aiayn.threads: why
     valid_pairs = _validation_pairs(cfg.data)
     if dist.is_main:  # held-out sentences trained on make dev and test scores overstate the model
         warn_held_out_in_training(cfg.data)
@@ -350,6 +352,7 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
                  len(train))
     bleu_fn = bleu_factory(tokenizer, valid_pairs, cfg) if bleu_factory else None
     trainer = Trainer(cfg, model, tokenizer, train, valid, out, bleu_fn, dist, dev)
+    trainer.threads = threads
     trainer.run_lock = lock  # held as long as the trainer
     trainer.resume_run()
     if cfg.train.tensorboard and dist.is_main:
