@@ -23,6 +23,7 @@ BUSY_CORE = 0.5  # another process's use, in cores, from which a core counts as 
 class ThreadChoice:
     threads: int
     why: str  # "" when it is the default: every usable CPU, none busy
+    usable: int = 0  # > 0: chosen here from this many usable CPUs (not given), so it may be re-chosen
 
     def line(self) -> str:
         return f"threads: {self.threads}" + (f" ({self.why})" if self.why else "")
@@ -105,21 +106,41 @@ def _own_ticks() -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime of every thread of this process
 
 
-def others_busy_cores(cpus: set[int] | None, sample_s: float = BUSY_SAMPLE_S) -> float:
-    """Cores that other processes kept busy on our CPUs over sample_s seconds (this process's own time
-    taken out); 0.0 where /proc/stat cannot be read (not Linux)."""
+def cpu_sample(cpus: set[int] | None) -> tuple[int, int, int] | None:
+    """(busy, total, own) clock ticks now: our CPUs' busy and total time and this process's own; None
+    where /proc cannot be read (not Linux)."""
     try:
-        busy0, total0 = _cpu_times(cpus, Path("/proc/stat").read_text())
-        own0 = _own_ticks()
-        time.sleep(sample_s)
-        busy1, total1 = _cpu_times(cpus, Path("/proc/stat").read_text())
-        own1 = _own_ticks()
+        return *_cpu_times(cpus, Path("/proc/stat").read_text()), _own_ticks()
     except (OSError, ValueError, IndexError):
+        return None
+
+
+def others_between(before, after, n: int) -> float:
+    """Cores other processes kept busy between two cpu_sample()s of n CPUs (this process's time out)."""
+    if before is None or after is None or after[1] <= before[1]:
         return 0.0
-    n = len(cpus) if cpus is not None else (os.cpu_count() or 1)
-    if total1 <= total0:
-        return 0.0
-    return max(0.0, (busy1 - busy0) - (own1 - own0)) / (total1 - total0) * n
+    return max(0.0, (after[0] - before[0]) - (after[2] - before[2])) / (after[1] - before[1]) * n
+
+
+def others_busy_cores(cpus: set[int] | None, sample_s: float = BUSY_SAMPLE_S) -> float:
+    """Cores that other processes kept busy on our CPUs over sample_s seconds; 0.0 where /proc/stat
+    cannot be read (not Linux)."""
+    before = cpu_sample(cpus)
+    time.sleep(sample_s)
+    return others_between(before, cpu_sample(cpus), _count(cpus))
+
+
+def _count(cpus: set[int] | None) -> int:
+    return len(cpus) if cpus is not None else (os.cpu_count() or 1)
+
+
+def threads_beside(usable: int, others: float) -> int:
+    """Usable CPUs less those others keep busy (a core counts from BUSY_CORE of one), at least 1."""
+    return usable - max(0, min(usable - 1, math.floor(others + 1 - BUSY_CORE)))
+
+
+def _busy_why(others: float, usable: int, source: str) -> str:
+    return f"other processes keep {others:.1f} of {usable} usable CPUs busy; {source} sets it"
 
 
 def choose_threads(explicit: int = 0, source: str = "train.num_threads", probe_busy: bool = True) -> ThreadChoice:
@@ -135,11 +156,9 @@ def choose_threads(explicit: int = 0, source: str = "train.num_threads", probe_b
     usable, why = usable_cpus(affinity, cgroup_cpu_limit())
     if usable > 1 and probe_busy:
         others = others_busy_cores(affinity)
-        taken = min(usable - 1, math.floor(others + 1 - BUSY_CORE))
-        if taken > 0:
-            return ThreadChoice(usable - taken, f"other processes keep {others:.1f} of {usable} usable CPUs busy; "
-                                f"{source} sets it")
-    return ThreadChoice(usable, why)
+        if threads_beside(usable, others) < usable:
+            return ThreadChoice(threads_beside(usable, others), _busy_why(others, usable, source), usable)
+    return ThreadChoice(usable, why, usable)
 
 
 def apply_threads(choice: ThreadChoice) -> ThreadChoice:
@@ -161,3 +180,30 @@ def limit_to_usable() -> None:
     usable, _ = usable_cpus(affinity_cpus(), cgroup_cpu_limit())
     if torch.get_num_threads() > usable:
         torch.set_num_threads(usable)
+
+
+class BusyWatch:
+    """Re-chooses a chosen (not given) thread count while a run goes on, as other processes come and go:
+    from /proc/stat between two checks, no waiting. check() every step; it looks every every_s seconds and
+    returns the new choice when the count changed."""
+
+    def __init__(self, choice: ThreadChoice, source: str = "train.num_threads", every_s: float = 10.0,
+                 clock=time.monotonic):
+        self.choice, self.source, self.every_s, self.clock = choice, source, every_s, clock
+        self.cpus = affinity_cpus()
+        self.enabled = choice.usable > 1
+        self.last_time, self.last = clock(), cpu_sample(self.cpus) if self.enabled else None
+
+    def check(self) -> ThreadChoice | None:
+        if not self.enabled or self.clock() - self.last_time < self.every_s:
+            return None
+        now = cpu_sample(self.cpus)
+        others = others_between(self.last, now, _count(self.cpus))
+        self.last_time, self.last = self.clock(), now
+        usable = self.choice.usable
+        threads = threads_beside(usable, others)
+        if threads == self.choice.threads:
+            return None
+        why = _busy_why(others, usable, self.source) if threads < usable else "the other processes' load is gone"
+        self.choice = apply_threads(ThreadChoice(threads, why, usable))
+        return self.choice

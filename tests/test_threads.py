@@ -118,3 +118,27 @@ def test_a_run_prints_its_threads_first(tmp_path, capsys, monkeypatch, extra, fi
                            capsys)
     assert code == 0, output
     assert output.splitlines()[0].startswith(first)
+
+
+def test_a_chosen_count_follows_the_load_while_a_given_one_stays(monkeypatch):
+    """BusyWatch: from /proc/stat between checks (here faked: busy, total, own ticks of 2 CPUs), once per
+    every_s; a count the user gave is never re-chosen."""
+    import torch
+
+    samples = iter([(0, 0, 0), (200, 200, 100), (400, 400, 200), (500, 600, 300)])
+    monkeypatch.setattr(threads, "cpu_sample", lambda cpus: next(samples))
+    monkeypatch.setattr(threads, "affinity_cpus", lambda: {0, 1})
+    now = [0.0]
+    torch.set_num_threads(2)
+    watch = threads.BusyWatch(ThreadChoice(2, "", usable=2), every_s=10, clock=lambda: now[0])
+    assert watch.check() is None  # not yet time to look
+    now[0] = 10  # both CPUs busy, half of it ours: another process holds one
+    assert watch.check().line().startswith("threads: 1 (other processes keep 1.0 of 2 usable CPUs busy")
+    assert torch.get_num_threads() == 1
+    now[0] = 20
+    assert watch.check() is None  # still held: no change
+    now[0] = 30  # only our own time: the other process is gone
+    assert watch.check().line() == "threads: 2 (the other processes' load is gone)"
+    assert torch.get_num_threads() == 2
+    given = threads.BusyWatch(ThreadChoice(3, "train.num_threads=3"), every_s=0, clock=lambda: now[0])
+    assert given.check() is None  # and /proc was never read (the samples above are used up)

@@ -26,6 +26,7 @@ from aiayn.device import bf16_is_fast, release_free_heap
 from aiayn.errors import CheckpointError
 from aiayn.io import write_text_atomic
 from aiayn.run_dir import latest_checkpoint, step_checkpoints
+from aiayn.threads import BusyWatch
 from aiayn.training import distributed as D
 from aiayn.training.adam import Adam
 from aiayn.training.loss import TrainingObjective
@@ -87,6 +88,7 @@ class Trainer:
         self._valid_batches = make_batches(valid_examples, self.tc.max_tokens, seed=0, epoch=0)
         self.tensorboard = None  # train.tensorboard: a TensorBoardLog (training/tensorboard_log.py), set by prepare_run
         self.timeline = None  # train.attention_timeline: a training/timeline.py AttentionTimeline, set by prepare_run
+        self.threads = None  # aiayn.threads.ThreadChoice, set by prepare_run; a chosen one follows others' load
 
     def _on_signal(self, signum, frame):
         """First SIGINT (Ctrl-C) or SIGTERM (sent by schedulers and `timeout`): finish the current step,
@@ -424,6 +426,7 @@ class Trainer:
         in_main_thread = threading.current_thread() is threading.main_thread()
         handled = (signal.SIGINT, signal.SIGTERM)
         previous = {s: signal.signal(s, self._on_signal) for s in handled} if in_main_thread else {}
+        watch = self._busy_watch()
         try:
             if p.pending_validation:  # a second signal ended the last run inside this step's validation
                 self._validate_step(bar)
@@ -446,6 +449,9 @@ class Trainer:
                     if p.step % tc.log_every == 0 or p.step == self._end_step():
                         self._log_window(window, bar)
                 bar.advance(p.step)
+                if watch and (changed := watch.check()):
+                    self.threads = changed
+                    bar.write(changed.line())
                 if p.step % tc.eval_every == 0:
                     self._validate_step(bar)
                 if p.step % tc.save_every == 0:
@@ -466,6 +472,13 @@ class Trainer:
                 signal.signal(s, handler)
         self._finish()
         return self.out
+
+    def _busy_watch(self) -> BusyWatch | None:
+        """Threads re-chosen as other processes come and go (aiayn.threads.BusyWatch): for a chosen count in
+        one process; micro-batch workers and torchrun ranks split theirs once."""
+        if self.threads is None or self.workers is not None or self.dist.enabled:
+            return None
+        return BusyWatch(self.threads)
 
     @property
     def stopped_by_signal(self) -> str | None:
