@@ -11,8 +11,9 @@ ALPHA_HELP = "length penalty alpha, >= 0 (default: the model's decode.length_pen
 ENGINE_HELP = ("native: aiayn's own beam search (attention maps); ct2: CTranslate2 on an export cached in "
                "MODEL/ct2/ (made or refreshed when missing or stale; needs aiayn[export]); scores with the hf "
                "length penalty |Y|^alpha (default: native)")
-COMPUTE_HELP = ("with --engine ct2: CTranslate2's compute type, e.g. float32, int8, int8_float32, float16 "
-                "(default: CTranslate2's default for the device)")
+COMPUTE_HELP = ("precision of the products, as CTranslate2 spells it: native engine float32 (default), bfloat16 or "
+                "int8 (CPU; attention maps as ever; docs/guides/compute-types.md); with --engine ct2 any CTranslate2 "
+                "compute type, e.g. int8, int8_float32 (default: CTranslate2's default for the device)")
 WORKERS_HELP = ("batches decoded side by side on CPU, each on one core: worker processes of one thread for the "
                 "native engine (forked on Linux: they share the model's memory), CTranslate2's inter_threads for "
                 "ct2; the cores are the usual choice for a file (default: 1, this process alone; interactive "
@@ -30,7 +31,8 @@ LP_FORM_HELP = ("length penalty form: gnmt divides by ((5 + |Y|) / 6)^alpha, hf 
 
 
 def add_engine(p) -> None:
-    p.add_argument("--engine", choices=["native", "ct2"], default="native", help=ENGINE_HELP)
+    # the names are checked by the engine registry (aiayn.decoding.registry), not here: no torch to parse flags
+    p.add_argument("--engine", default="native", help=ENGINE_HELP)
     p.add_argument("--compute-type", default=None, help=COMPUTE_HELP)
     p.add_argument("--workers", type=int, default=1, help=WORKERS_HELP)
     p.add_argument("--compile", action="store_true", help=COMPILE_HELP)

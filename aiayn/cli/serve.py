@@ -20,7 +20,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads for decoding; 0 = torch's default, one "
                    "per core (default: 1, which leaves a core to the server: BENCHMARKS.md measured 2.5x the "
                    "requests per second on 2 cores; --engine ct2 decodes on 1 CTranslate2 thread whatever this says)")
-    p.add_argument("--engine", choices=["native", "ct2"], default="native",
+    p.add_argument("--engine", default="native",
                    help="native: the page, attention maps and the JSON API; ct2: CTranslate2 (an export cached in "
                         "MODEL/ct2/, needs aiayn[export]) for the plain JSON API only (/api/translate with "
                         "\"attention\": false, /api/translate_batch): no page, no maps (default: native)")

@@ -65,11 +65,13 @@ def _add_diagnostics(p, what: str) -> None:
 
 def _check_diagnostics(args) -> None:
     """--diagnostics reads the cross-attention maps: refused, in one line, where there are none."""
+    from aiayn.decoding.registry import capabilities_of
     from aiayn.errors import AiaynError
 
-    if args.diagnostics and (args.engine == "ct2" or getattr(args, "sample", False)):
+    maps = capabilities_of(args.engine).attention_maps
+    if args.diagnostics and (not maps or getattr(args, "sample", False)):
         raise AiaynError(f"--diagnostics reads aiayn's cross-attention maps, which "
-                         f"{'--engine ct2 does' if args.engine == 'ct2' else 'sampling (--sample) does'} not "
+                         f"{f'--engine {args.engine} does' if not maps else 'sampling (--sample) does'} not "
                          f"give: use --engine native and beam search")
 
 
@@ -121,15 +123,17 @@ def _json_line(result, n_best: int, alignment: str | None) -> str:
 def cmd_translate(args) -> int:
     from aiayn.data.corpus import iter_stream_lines, read_lines
     from aiayn.decoding.options import options_from_args
+    from aiayn.decoding.registry import capabilities_of
     from aiayn.errors import AiaynError
     from aiayn.inspect.quality.diagnostics import translate_diagnosed
     from aiayn.io import write_output_file
 
     options = options_from_args(args)  # option clashes first: before a model is loaded (or exported)
+    engine = capabilities_of(args.engine)
     _check_diagnostics(args)
     if args.sample and args.target_prefix is not None:
         raise AiaynError("--sample draws one translation per sentence: drop --target-prefix")
-    if args.constraints is not None and (args.sample or args.engine == "ct2"):
+    if args.constraints is not None and (args.sample or not engine.constraints):
         raise AiaynError("--sample draws one translation per sentence: drop --constraints" if args.sample else
                          "--constraints needs the native engine (--engine native): CTranslate2 has no lexical "
                          "constraints, only a target prefix")
@@ -139,10 +143,11 @@ def cmd_translate(args) -> int:
     if args.alignment and args.n_best != 1:
         raise AiaynError(f"--alignment comes from the best hypothesis's attention: use it with --n-best 1, "
                          f"not {args.n_best}")
-    if args.engine == "ct2" and (args.alignment or args.sample):
+    if (args.alignment and not engine.attention_maps) or (args.sample and not engine.sampling):
         raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} needs the native engine "
-                         f"(--engine native): CTranslate2 gives neither aiayn's attention maps nor its sampling")
-    if args.workers > 1 and args.engine == "native" and (args.alignment or args.sample):
+                         f"(--engine native): the {args.engine} engine gives neither aiayn's attention maps nor its "
+                         f"sampling")
+    if args.workers > 1 and not engine.maps_in_workers and (args.alignment or args.sample):
         raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} decodes in this process (the maps and "
                          f"the samples come from its model): drop --workers {args.workers}")
     prefixes = read_lines(args.target_prefix, allow_empty=True) if args.target_prefix else None

@@ -20,6 +20,7 @@ import functools
 import torch
 from torch import nn
 
+from aiayn.cpu.compute_types import bfloat16_project, int8_project, typed_linear
 from aiayn.cpu.prepared_weight import PreparedWeight, packs
 from aiayn.model.attention import InProjection
 
@@ -32,18 +33,34 @@ def packing_pays() -> bool:
     return torch.backends.cpu.get_cpu_capability() == "AVX512"
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, prepared: PreparedWeight) -> torch.Tensor:
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, prepared: PreparedWeight,
+           compute_type: str = "float32") -> torch.Tensor:
     """x (..., in) -> (..., out) = x W^T + b; `prepared` caches W's inference form (kept until W changes):
-    oneDNN-packed on AVX-512 CPUs for large products, else W^T contiguous (see above)."""
-    if (x.dtype != torch.float32 or not packs(weight) or torch.is_autocast_enabled("cpu")
-            or torch.compiler.is_compiling()):  # training, bf16, GPU, or traced (compiled.py): torch's own product
-        return nn.functional.linear(x, weight, bias)
+    oneDNN-packed on AVX-512 CPUs for large products, else W^T contiguous (see above); in a low-precision
+    compute type (aiayn.cpu.compute_types) its bfloat16 or int8 form, at every size."""
+    if torch.compiler.is_compiling():  # traced (aiayn.decoding.compiled): torch's own product, in compute_type
+        return typed_linear(x, weight, bias, compute_type)
+    if x.dtype != torch.float32 or not packs(weight) or torch.is_autocast_enabled("cpu"):
+        return nn.functional.linear(x, weight, bias)  # training, bf16, GPU: torch's own product
     rows = x.numel() // x.size(-1)
+    if compute_type != "float32":
+        out = typed_project(x.reshape(rows, x.size(-1)), prepared.get(weight, compute_type=compute_type), bias,
+                            compute_type)
+        return out.view(*x.shape[:-1], weight.size(0))
     pack = packing_pays()
     if pack and rows * weight.size(0) < PACK_MIN_OUTPUTS:  # too small a product to gain from packing
         return nn.functional.linear(x, weight, bias)
     out = project(x.reshape(rows, x.size(-1)), prepared.get(weight, pack=pack), bias)  # (rows, out)
     return out.view(*x.shape[:-1], weight.size(0))
+
+
+def typed_project(x_rows: torch.Tensor, prepared, bias: torch.Tensor | None, compute_type: str) -> torch.Tensor:
+    """x_rows (R, in) by a weight prepared in `compute_type` -> (R, out) float32."""
+    if compute_type == "bfloat16":
+        return bfloat16_project(x_rows, prepared, bias)
+    if compute_type == "int8":
+        return int8_project(x_rows, prepared, bias)
+    return project(x_rows, prepared, bias)
 
 
 def project(x_rows: torch.Tensor, prepared: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -56,7 +73,9 @@ def project(x_rows: torch.Tensor, prepared: torch.Tensor, bias: torch.Tensor | N
 
 class PackedLinear(nn.Linear):
     """nn.Linear (the same parameters, the same checkpoints) whose inference-time products go through
-    `linear`. `of` makes one from a model's nn.Linear."""
+    `linear`, in its `compute_type` (set by prepare_for_cpu). `of` makes one from a model's nn.Linear."""
+
+    compute_type = "float32"  # a class default: modules made by `of` on the meta device need no __init__ call
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__(in_features, out_features, bias, device, dtype)
@@ -75,7 +94,7 @@ class PackedLinear(nn.Linear):
         return fast.train(plain.training)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias, self._packed)
+        return linear(x, self.weight, self.bias, self._packed, self.compute_type)
 
     def train(self, mode: bool = True):
         """Forgets the packed weight: an optimizer may have changed the weight without a version bump
@@ -98,7 +117,7 @@ class PackedInProjection(PackedLinear, InProjection):
         packed = self._packed_blocks.get((first, last))
         if packed is None:
             packed = self._packed_blocks[first, last] = PreparedWeight()
-        return linear(x, self.weight[rows], bias, packed)
+        return linear(x, self.weight[rows], bias, packed, self.compute_type)
 
     def train(self, mode: bool = True):
         for packed in self._packed_blocks.values():  # as PackedLinear.train: an optimizer may skip version bumps

@@ -12,7 +12,8 @@ is transposed to (D, V) and made contiguous, which was still ~20% faster than li
 import torch
 from torch import nn
 
-from aiayn.cpu.linear import PackedLinear, project
+from aiayn.cpu.compute_types import typed_linear
+from aiayn.cpu.linear import PackedLinear, typed_project
 
 
 class PackedOutputProjection(PackedLinear):
@@ -22,7 +23,10 @@ class PackedOutputProjection(PackedLinear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # x (..., D) -> (..., V)
-        if torch.is_grad_enabled() or torch.compiler.is_compiling():
+        if torch.compiler.is_compiling():
+            return typed_linear(x, self.weight, self.bias, self.compute_type)
+        if torch.is_grad_enabled():
             return nn.functional.linear(x, self.weight, self.bias)
         rows = x.reshape(-1, x.size(-1))  # (R, D)
-        return project(rows, self._packed.get(self.weight), self.bias).view(*x.shape[:-1], self.out_features)
+        prepared = self._packed.get(self.weight, compute_type=self.compute_type)
+        return typed_project(rows, prepared, self.bias, self.compute_type).view(*x.shape[:-1], self.out_features)

@@ -16,17 +16,43 @@ to torch's own product or mask, so preparing a model for a GPU is harmless. Prep
 
 from torch import nn
 
+from aiayn.cpu.compute_types import check_compute_type
 from aiayn.cpu.dropout import FastDropout
 from aiayn.cpu.linear import PackedInProjection, PackedLinear
 from aiayn.cpu.output_projection import PackedOutputProjection
+from aiayn.errors import AiaynError
 from aiayn.model.attention import MultiHeadAttention
 from aiayn.model.feed_forward import PositionwiseFeedForward
 from aiayn.model.transformer import DecoderLayer, EncoderLayer, Transformer
 
 
-def prepare_for_cpu(model: nn.Module) -> nn.Module:
+def prepare_for_cpu(model: nn.Module, compute_type: str | None = None) -> nn.Module:
     """Swaps the fast modules into `model` (a Transformer, or anything holding some: an ensemble) in
-    place and returns it."""
+    place and returns it. compute_type: the precision of their inference products (aiayn.cpu.compute_types;
+    None: keep what they have, float32 when new)."""
+    _swap_modules(model)
+    if compute_type is not None:
+        set_compute_type(model, compute_type)
+    return model
+
+
+def set_compute_type(model: nn.Module, compute_type: str) -> None:
+    """Every prepared product of `model` in `compute_type`; a model without any (an RNN) runs float32 only."""
+    check_compute_type(compute_type)
+    packed = [m for m in model.modules() if isinstance(m, PackedLinear)]
+    if compute_type != "float32" and not packed:
+        raise AiaynError(f"--compute-type {compute_type}: low-precision products cover the Transformer; this "
+                         f"model decodes in float32 (drop --compute-type)")
+    for module in packed:
+        module.compute_type = compute_type
+
+
+def compute_type_of(model: nn.Module) -> str:
+    """The compute type of `model`'s prepared products (float32 when it has none)."""
+    return next((m.compute_type for m in model.modules() if isinstance(m, PackedLinear)), "float32")
+
+
+def _swap_modules(model: nn.Module) -> None:
     for module in list(model.modules()):
         if isinstance(module, MultiHeadAttention):
             module.in_proj = PackedInProjection.of(module.in_proj)
@@ -38,4 +64,3 @@ def prepare_for_cpu(model: nn.Module) -> nn.Module:
         elif isinstance(module, Transformer):
             module.embed_dropout = FastDropout.of(module.embed_dropout)
             module.generator = PackedOutputProjection.of(module.generator)
-    return model

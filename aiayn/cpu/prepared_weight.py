@@ -11,6 +11,8 @@ import functools
 
 import torch
 
+from aiayn.cpu.compute_types import bfloat16_weight, int8_weight
+
 
 @functools.cache
 def _onednn_present() -> bool:
@@ -24,10 +26,14 @@ def packs(weight: torch.Tensor) -> bool:
             and _onednn_present())
 
 
-def prepare(weight: torch.Tensor, pack: bool = True) -> torch.Tensor:
+def prepare(weight: torch.Tensor, pack: bool = True, compute_type: str = "float32"):
     """(out, in) weight -> oneDNN-packed (out, in) where `pack` and `packs(weight)`, else (in, out)
-    contiguous."""
+    contiguous; in a low-precision compute type its form there (aiayn.cpu.compute_types)."""
     with torch.no_grad():
+        if compute_type == "bfloat16":
+            return bfloat16_weight(weight)
+        if compute_type == "int8":
+            return int8_weight(weight)
         if pack and packs(weight):
             return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
         return weight.detach().t().contiguous()
@@ -53,9 +59,9 @@ class PreparedWeight:
     def clear(self) -> None:
         self._key, self._prepared = None, None
 
-    def get(self, weight: torch.Tensor, pack: bool = True) -> torch.Tensor:
-        """prepare(weight, pack), made again only when the weight or the form asked for changes."""
-        key = (weight.data_ptr(), weight._version, weight.dtype, weight.device, pack and packs(weight))
+    def get(self, weight: torch.Tensor, pack: bool = True, compute_type: str = "float32"):
+        """prepare(weight, pack, compute_type), made again only when the weight or the form asked for changes."""
+        key = (weight.data_ptr(), weight._version, weight.dtype, weight.device, pack and packs(weight), compute_type)
         if key != self._key:
-            self._key, self._prepared = key, prepare(weight, pack)
+            self._key, self._prepared = key, prepare(weight, pack, compute_type)
         return self._prepared

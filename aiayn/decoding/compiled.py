@@ -26,6 +26,7 @@ only when sentences leave the batch. The step is compiled twice: for few rows wi
 (tuned for them), for many rows with ATen's (oneDNN/MKL: faster there); SMALL_ROWS divides them.
 """
 
+import functools
 import math
 import shutil
 import warnings
@@ -38,6 +39,8 @@ import torch.fx.experimental._config
 from torch.export import Dim
 from torch.nn import functional as F
 
+from aiayn.cpu import compute_type_of
+from aiayn.cpu.compute_types import typed_linear
 from aiayn.decoding.beam import top_candidates
 from aiayn.decoding.compiled_cache import cached, fingerprint
 from aiayn.errors import AiaynError
@@ -127,7 +130,7 @@ def check_compilable(model, device: torch.device) -> None:
                          f"torch, or decode without --compile")
     if device.type != "cpu":
         raise AiaynError(f"--compile makes a CPU decoding step; on {device} decode without it")
-    if model.arch != "transformer":
+    if not model.multi_head:
         raise AiaynError("--compile covers the Transformer; an RNN model decodes without it")
     if next(model.parameters()).dtype != torch.float32:
         raise AiaynError("--compile covers float32 models; decode without it")
@@ -143,6 +146,7 @@ class _Step(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model = model
+        self.linear = functools.partial(typed_linear, compute_type=compute_type_of(model))  # products' precision
         self.register_buffer("positions", model.positional.table.detach().clone(), persistent=False)  # (max_len, D)
 
     def forward(self, tokens, position, rows, ancestors, self_k, self_v, cross_k, cross_v, src_bias, hyp_scores,
@@ -165,7 +169,7 @@ class _Step(torch.nn.Module):
         for i, layer in enumerate(m.decoder_layers):
             attn, H = layer.self_attn, layer.self_attn.n_heads
             d = attn.d_head
-            qkv = F.linear(layer.sublayer_input(x, layer.self_attn_norm), attn.in_proj.weight,
+            qkv = self.linear(layer.sublayer_input(x, layer.self_attn_norm), attn.in_proj.weight,
                            attn.in_proj.bias).view(R, 3, H, d)
             new_k.append(qkv[:, 1])
             new_v.append(qkv[:, 2])
@@ -175,22 +179,22 @@ class _Step(torch.nn.Module):
             v = torch.where(now, qkv[:, None, 2], self_v[:, i][steps, ancestors])
             scores = (qkv[:, None, 0] * k).sum(-1) / math.sqrt(d)  # (R, t + 1, H)
             heads = (torch.softmax(scores, dim=1)[..., None] * v).sum(1)  # (R, H, d)
-            out = F.linear(heads.reshape(R, H * d), attn.out_proj.weight, attn.out_proj.bias)
+            out = self.linear(heads.reshape(R, H * d), attn.out_proj.weight, attn.out_proj.bias)
             x = layer.sublayer_output(x, out, layer.self_attn_norm)
             cross, D = layer.cross_attn, H * d
-            q = F.linear(layer.sublayer_input(x, layer.cross_attn_norm), cross.in_proj.weight[:D],
+            q = self.linear(layer.sublayer_input(x, layer.cross_attn_norm), cross.in_proj.weight[:D],
                          cross.in_proj.bias[:D]).view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d)
             # products as sums of element-wise products: inductor fuses them into its own C++ loops (there is no
             # C++ GEMM of its for batched products, and ATen's were slower: see INDUCTOR_CONFIG)
             scores = (q[:, :, :, None] * cross_k[i][:, :, None]).sum(-1) / math.sqrt(d) + src_bias[:, None, None]
             weights = torch.softmax(scores, dim=-1)  # (B', H, G, S)
             heads = (weights[..., None] * cross_v[i][:, :, None]).sum(-2).transpose(1, 2).reshape(R, D)  # (R, D)
-            out = F.linear(heads, cross.out_proj.weight, cross.out_proj.bias)
+            out = self.linear(heads, cross.out_proj.weight, cross.out_proj.bias)
             x = layer.sublayer_output(x, out, layer.cross_attn_norm)
             ffn = layer.ffn
-            hidden = ffn.activation(F.linear(layer.sublayer_input(x, layer.ffn_norm), ffn.w_1.weight, ffn.w_1.bias))
-            x = layer.sublayer_output(x, F.linear(hidden, ffn.w_2.weight, ffn.w_2.bias), layer.ffn_norm)
-        logits = F.linear(m.decoder_norm(x), m.generator.weight, m.generator.bias)  # (R, V)
+            hidden = ffn.activation(self.linear(layer.sublayer_input(x, layer.ffn_norm), ffn.w_1.weight, ffn.w_1.bias))
+            x = layer.sublayer_output(x, self.linear(hidden, ffn.w_2.weight, ffn.w_2.bias), layer.ffn_norm)
+        logits = self.linear(m.decoder_norm(x), m.generator.weight, m.generator.bias)  # (R, V)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         # the forbidden tokens by comparison, not index_fill: inductor then vectorizes the fused loop over the
         # log-probs and the candidates' block maxima (a 256-row step: 3.3 ms with index_fill)

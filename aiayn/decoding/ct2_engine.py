@@ -54,6 +54,12 @@ def import_ctranslate2():
     return ctranslate2
 
 
+def check_ct2_compute_type(compute_type: str, device=None) -> None:
+    """As check_compute_type, for the engine registry (CTranslate2 itself says what a device cannot run, at
+    load)."""
+    check_compute_type(compute_type)
+
+
 def check_compute_type(compute_type: str) -> None:
     if compute_type not in COMPUTE_TYPES:
         raise AiaynError(f"--compute-type {compute_type!r} is not a CTranslate2 compute type; give one of "
@@ -192,7 +198,7 @@ class CT2Engine:
 
     # |Y|^alpha only, and a sentence ends at K finished hypotheses (patience 1); no maps, no sampling
     capabilities = Capabilities(name="ct2", attention_maps=False, sampling=False, length_penalty_forms=("hf",),
-                                late_stopping=False, constraints=False, devices=("cpu", "cuda"))
+                                late_stopping=False, constraints=False, devices=("cpu", "cuda"), traces=False)
 
     def __init__(self, path: Path, tokenizer, device="cpu", compute_type: str = "default", *,
                  intra_threads: int = 1, inter_threads: int = 1):

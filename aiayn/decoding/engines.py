@@ -30,7 +30,9 @@ class Capabilities:
     finished (early_stopping false); target_prefix: translations forced to start with a text;
     constraints: phrases each translation must contain (lexically constrained beam search); devices:
     the torch device types it decodes on; ensembles: it decodes an ensemble of models (aiayn.decoding.ensemble:
-    a model object in this process)."""
+    a model object in this process); compiles: --compile gives it a compiled decoding step; maps_in_workers:
+    attention maps and samples come from worker processes too (False: from this process's model only);
+    traces: its beam search is aiayn's own, which a trace (aiayn.decoding.beam_trace) replays step by step."""
 
     name: str
     attention_maps: bool = True
@@ -41,6 +43,9 @@ class Capabilities:
     constraints: bool = True
     devices: tuple[str, ...] = ("cpu", "cuda", "mps")
     ensembles: bool = False
+    compiles: bool = False
+    maps_in_workers: bool = False
+    traces: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +94,7 @@ class Engine(Protocol):
 class NativeEngine:
     """aiayn's searches on the model, in this process."""
 
-    capabilities = Capabilities(name="native", ensembles=True)
+    capabilities = Capabilities(name="native", ensembles=True, compiles=True)
     parallel_batches = 1
 
     def __init__(self, *, model, device):
@@ -141,7 +146,7 @@ class CompiledEngine(NativeEngine):
     """The native engine whose beam searches without attention maps take the compiled encoder and step
     (a CompiledDecoder of the same model); searches with maps and sampling run the model itself."""
 
-    capabilities = Capabilities(name="native", devices=("cpu",))
+    capabilities = Capabilities(name="native", devices=("cpu",), compiles=True)
 
     def __init__(self, *, model, compiled):
         super().__init__(model=model, device="cpu")
@@ -161,7 +166,7 @@ class PoolEngine(NativeEngine):
     """The native engine whose beam searches without attention maps run in worker processes, one batch per
     worker (a WorkerPool); searches with maps and sampling run in this process, on the model."""
 
-    capabilities = Capabilities(name="native", devices=("cpu",))
+    capabilities = Capabilities(name="native", devices=("cpu",), compiles=True)
 
     def __init__(self, *, model, pool):
         super().__init__(model=model, device="cpu")

@@ -4,22 +4,21 @@ pool, or CTranslate2, aiayn.decoding.ct2_engine), picked once in from_pretrained
 same options (checked against its Capabilities by DecodeOptions.for_model) and gives the same results."""
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from aiayn.cpu import prepare_for_cpu
+from aiayn.cpu import prepare_for_cpu, set_compute_type
 from aiayn.decoding.batches import encode_sources, max_positions, pad_batch
 from aiayn.decoding.beam import SearchParams
 from aiayn.decoding.beam_trace import BeamTrace, trace_search
 from aiayn.decoding.constraints import check_constraints, encode_constraints
-from aiayn.decoding.ct2_engine import CT2Engine
-from aiayn.decoding.engines import Batching, CompiledEngine, NativeEngine, PoolEngine, SampleParams
+from aiayn.decoding.engines import Batching, NativeEngine, PoolEngine, SampleParams
 from aiayn.decoding.ensemble import check_weights, load_ensemble
-from aiayn.decoding.options import DecodeOptions, check_int
+from aiayn.decoding.options import DecodeOptions
+from aiayn.decoding.registry import EngineSettings, check_engine_flags, check_ensemble, load_engine
 from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.scoring import Score, encode_pairs, scores_of
 from aiayn.decoding.search_rules import max_lengths
@@ -77,21 +76,6 @@ def unwritable(tokenizer, text: str) -> list[str]:
     return [c for c in chars if tokenizer.unk_id in tokenizer.encode_target([c])[0]]
 
 
-ENGINES = ("native", "ct2")  # --engine
-
-
-MAX_WORKERS_PER_CORE = 4  # beyond the cores workers only wait for each other; far beyond, a typo forks hundreds
-
-
-def check_workers(workers: int) -> None:
-    check_int("workers", workers, 1)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if workers > MAX_WORKERS_PER_CORE * cores:
-        raise AiaynError(f"--workers {workers}: this process may use {cores} CPU cores, and workers beyond the cores "
-                         f"only wait for each other (each with its own buffers): give at most "
-                         f"{MAX_WORKERS_PER_CORE * cores}, best the number of cores")
-
-
 def even_batch_size(n: int, batch_size: int, workers: int) -> int:
     """The size, at most batch_size, that cuts n sentences into a multiple of `workers` batches of about
     equal size: 400 sentences at 64 are 7 batches, and the 2 workers' last one ran alone for a fifth of
@@ -99,47 +83,6 @@ def even_batch_size(n: int, batch_size: int, workers: int) -> int:
     batches = -(-n // batch_size)
     batches = -(-batches // workers) * workers
     return -(-n // batches)
-
-
-def check_engine_flags(engine: str, compute_type: str | None, workers: int, compile: bool) -> None:
-    """The engine flags of from_pretrained, before anything is loaded."""
-    if engine not in ENGINES:
-        raise AiaynError(f"--engine {engine!r}: give one of {', '.join(ENGINES)}")
-    if compute_type is not None and engine != "ct2":
-        raise AiaynError(f"--compute-type {compute_type} applies to --engine ct2 only (the native engine "
-                         f"decodes in the model's own precision)")
-    check_workers(workers)
-    if compile and engine != "native":
-        raise AiaynError("--compile compiles the native engine's decoding step; CTranslate2 is compiled "
-                         "already: drop --compile, or use --engine native")
-
-
-def check_ensemble(n_models: int, weights, engine: str, workers: int, compile: bool) -> None:
-    """An ensemble's flags, before anything is loaded: its weights, and an engine that decodes ensembles
-    (Capabilities.ensembles: the native engine in this process)."""
-    if weights is not None:
-        check_weights(weights, n_models)
-    if n_models == 1:
-        return
-    chosen = CT2Engine if engine == "ct2" else PoolEngine if workers > 1 else \
-        CompiledEngine if compile else NativeEngine
-    if not chosen.capabilities.ensembles:
-        flag = "--engine ct2" if engine == "ct2" else f"--workers {workers}" if workers > 1 else "--compile"
-        raise AiaynError(f"an ensemble of {n_models} models decodes with the native engine in this process: "
-                         f"drop {flag}")
-
-
-def _ct2_backend(model, cfg, tokenizer, model_dir: Path, device, compute_type, use_ema: bool, workers: int):
-    """A CT2Engine on the model's CTranslate2 export (made or refreshed in the model directory)."""
-    from aiayn.decoding.ct2_engine import load_engine
-
-    if cfg.model.arch != "transformer":
-        raise AiaynError("--engine ct2 runs Transformer models (CTranslate2 has no RNN seq2seq); "
-                         "use --engine native")
-    backend = load_engine(model_dir, lambda: (model.cpu(), cfg, tokenizer), tokenizer, device, compute_type,
-                          use_ema, inter_threads=workers)
-    model.to(device)
-    return backend
 
 
 class Translator:
@@ -160,8 +103,11 @@ class Translator:
                         compile: bool = False, weights: list[float] | None = None) -> "Translator":
         """path: a model directory, or a list of them: an ensemble (aiayn.decoding.ensemble; one shared
         vocabulary; weights: one per model, > 0, default equal; the native engine in this process).
-        engine: "native" or "ct2"; compute_type (ct2 only): a CTranslate2 compute type, e.g. float32,
-        int8 (default: CTranslate2's default for the device, the export's float32 on CPU). workers: batches
+        engine: "native" or "ct2" (aiayn.decoding.registry). compute_type: the precision of the products, as
+        CTranslate2 spells it: for the native engine float32 (the default), bfloat16 or int8
+        (aiayn.cpu.compute_types: the weights' products in that precision, attention maps as ever); for ct2
+        any CTranslate2 compute type, e.g. int8_float32 (default: CTranslate2's default for the device, the
+        export's float32 on CPU). workers: batches
         decoded at once on a CPU, each on one core: CTranslate2's inter_threads, or for the native engine
         that many worker processes (aiayn.decoding.workers; close() ends them); 1: this process alone.
         compile: beam searches (without attention maps) take a compiled encoder and decoding step
@@ -174,39 +120,26 @@ class Translator:
         from aiayn.run_dir import resolve_model_dir
 
         paths = list(path) if isinstance(path, (list, tuple)) else [path]
-        check_engine_flags(engine, compute_type, workers, compile)
-        check_ensemble(len(paths), weights, engine, workers, compile)
-        device = resolve_device(device)
-        if workers > 1 and device.type not in PoolEngine.capabilities.devices:
-            raise AiaynError(f"--workers {workers} runs batches side by side on CPU cores; on {device} use one "
-                             f"(a GPU decodes a batch at a time)")
+        settings = EngineSettings(device=resolve_device(device), compute_type=compute_type, workers=workers,
+                                  compile=compile, use_ema=use_ema)
+        check_engine_flags(engine, settings)
+        if weights is not None:
+            check_weights(weights, len(paths))
+        check_ensemble(len(paths), engine, settings)
         keep_freed_memory()
         if len(paths) > 1:
-            model, cfg, tokenizer, model_dir = load_ensemble(paths, weights, device, use_ema)
-            return cls(model, tokenizer, cfg.decode, device, model_dir)
+            model, cfg, tokenizer, model_dir = load_ensemble(paths, weights, settings.device, use_ema)
+            set_compute_type(prepare_for_cpu(model), compute_type or "float32")
+            return cls(model, tokenizer, cfg.decode, settings.device, model_dir)
         model_dir = resolve_model_dir(paths[0])
-        model, cfg, tokenizer = load_checkpoint(model_dir, device, use_ema)
+        model, cfg, tokenizer = load_checkpoint(model_dir, settings.device, use_ema)
         prepare_for_cpu(model)  # here, not only in __init__: forked worker processes take this model
         if compile:
             from aiayn.decoding.compiled import check_compilable
 
-            check_compilable(model, device)
-        if engine == "ct2":
-            backend = _ct2_backend(model, cfg, tokenizer, model_dir, device, compute_type, use_ema, workers)
-        elif workers > 1:
-            from aiayn.decoding.workers import WorkerPool
-
-            backend = PoolEngine(model=model, pool=WorkerPool(model=model, model_dir=model_dir, workers=workers,
-                                                              device=str(device), use_ema=use_ema, compile=compile))
-        elif compile:
-            from aiayn.decoding.compiled import CompiledDecoder
-
-            compiled = CompiledDecoder(model)
-            compiled.warm_up(cfg.decode.beam)
-            backend = CompiledEngine(model=model, compiled=compiled)
-        else:
-            backend = NativeEngine(model=model, device=device)
-        return cls(model, tokenizer, cfg.decode, device, model_dir, backend=backend)
+            check_compilable(model, settings.device)
+        backend = load_engine(engine, model, cfg, tokenizer, model_dir, settings)
+        return cls(model, tokenizer, cfg.decode, settings.device, model_dir, backend=backend)
 
     def close(self) -> None:
         """Ends the worker processes, if any (they also end when this process exits)."""
@@ -280,7 +213,7 @@ class Translator:
         options = self.resolve(options, **overrides)
         if options.sampling is not None:
             raise AiaynError("a trace shows a beam search: drop sampling")
-        if self.engine != "native":
+        if not self.backend.capabilities.traces:
             raise AiaynError(f"a trace shows aiayn's own beam search; the {self.engine} engine's is not shown: use "
                              f"--engine native")
         self._check_constraints(None if constraints is None else [constraints], 1, options)

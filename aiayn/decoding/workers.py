@@ -38,7 +38,8 @@ MAX_REPLACEMENTS = 3  # new sets of workers within REPLACEMENT_WINDOW_S; past th
 REPLACEMENT_WINDOW_S = 600.0  # a server whose workers die every few minutes needs fewer --workers, not more forks
 
 
-def _start(model, model_dir: str, device: str, use_ema: bool, parent: int, compile: bool = False) -> None:
+def _start(model, model_dir: str, device: str, use_ema: bool, parent: int, compile: bool = False,
+           compute_type: str = "float32") -> None:
     """Runs once in each worker process: one torch thread (forked from a process that used several, torch
     must not enter its OpenMP pool: DataLoader's workers do the same), and the model: the parent's, shared
     copy-on-write when forked, else loaded from model_dir. With `compile`, the compiled decoding step
@@ -57,7 +58,7 @@ def _start(model, model_dir: str, device: str, use_ema: bool, parent: int, compi
         from aiayn.device import keep_freed_memory
 
         keep_freed_memory()
-        model = prepare_for_cpu(load_checkpoint(Path(model_dir), device, use_ema)[0])
+        model = prepare_for_cpu(load_checkpoint(Path(model_dir), device, use_ema)[0], compute_type)
     from aiayn.decoding.compiled import CompiledDecoder
 
     if isinstance(model, CompiledDecoder):  # forked from a parent that compiled it: ready
@@ -155,17 +156,19 @@ class WorkerPool:
     REPLACEMENT_WINDOW_S, the pool is down (WorkersDown). alive() says how many workers run now."""
 
     def __init__(self, *, model, model_dir: Path, workers: int, device: str = "cpu", use_ema: bool = False,
-                 start_method: str | None = None, compile: bool = False):
+                 start_method: str | None = None, compile: bool = False, compute_type: str = "float32"):
         """start_method: "fork" or "spawn" (default: fork on Linux, spawn elsewhere; tests spawn on Linux).
         compile: the workers decode with a compiled step (aiayn.decoding.compiled), compiled here before a
-        fork (shared by the workers), else by each spawned worker as it starts."""
+        fork (shared by the workers), else by each spawned worker as it starts. compute_type: a spawned
+        worker's products (aiayn.cpu.compute_types); forked workers take the model's as it is."""
         if start_method not in (None, "fork", "spawn"):
             raise ValueError(f"start_method {start_method!r}: give \"fork\", \"spawn\" or None")
         self.workers = workers
         self._fork = (start_method or ("fork" if sys.platform.startswith("linux") else "spawn")) == "fork"
         if self._fork and compile:  # compiled once, here, and shared by the forked workers (see _compile_here)
             model = _compile_here(model)
-        self._initargs = (model if self._fork else None, str(model_dir), str(device), use_ema, os.getpid(), compile)
+        self._initargs = (model if self._fork else None, str(model_dir), str(device), use_ema, os.getpid(), compile,
+                          compute_type)
         self._lock = threading.Lock()  # one replacement at a time (the server's batch threads share the pool)
         self._replacements: list[float] = []  # when each new set of workers was started (time.monotonic)
         self._down: str | None = None  # why the pool decodes no more

@@ -152,7 +152,7 @@ def test_what_it_does_not_cover_is_refused(model, rnn_dir, transformer_dir, monk
     monkeypatch.setattr(compiled_module.shutil, "which", lambda name: None)
     with pytest.raises(AiaynError, match="needs a C\\+\\+ compiler"):
         check_compilable(model, torch.device("cpu"))
-    with pytest.raises(AiaynError, match="CTranslate2 is compiled already"):
+    with pytest.raises(AiaynError, match="ct2 engine is compiled already"):
         Translator.from_pretrained(transformer_dir, engine="ct2", compile=True)
 
 

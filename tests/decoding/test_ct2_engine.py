@@ -150,7 +150,8 @@ def test_gnmt_length_penalty_with_ct2_is_refused(short, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, option", [(["--engine", "ct2", "--compute-type", "int3"], "--compute-type"),
-                                          (["--compute-type", "int8"], "--compute-type")])
+                                          (["--compute-type", "int8_float32"], "--compute-type int8_float32"),
+                                          (["--engine", "ct3"], "--engine")])
 def test_bad_compute_type_is_a_clear_error(short, tmp_path, capsys, args, option):
     (tmp_path / "in.txt").write_text("nine\n", encoding="utf-8")
     assert main(["translate", "--model", str(short), "--input", str(tmp_path / "in.txt"), *args]) == 2

@@ -1,0 +1,98 @@
+"""Compute types of the native engine, spelled as CTranslate2 spells them: the precision of the products
+by the model's weights at inference (decoding and scoring).
+
+  float32   the weights as trained (the default)
+  bfloat16  weights stored in bfloat16 and packed for oneDNN once; each product casts its input rows to
+            bfloat16 and its output back to float32, so the residual stream, LayerNorm, softmax (attention
+            and the output's log-softmax) stay in float32
+  int8      weights quantized to int8 per output channel (scale = max |w| / 127 per row of W); each
+            product quantizes its input per row at run time (scale = max |x| / 127 per row), multiplies
+            int8 x int8 -> int32 (torch._int_mm) and scales back to float32. Per-row input scales keep a
+            sentence's numbers independent of its batch neighbours (one scale per tensor, as torch.ao's
+            dynamic quantization uses, would not); CTranslate2's int8 does the same.
+
+Only the products by weights change: the attention products QK^T and softmax x V, embeddings, LayerNorm
+and the log-softmax run in float32. Measured on a 2-core AMD EPYC with AVX512-BF16, one thread, a
+(64, 512) x (512, 2048) product (a decoding step of batch 16, beam 4): float32 packed 545 us, bfloat16 297 us,
+int8 257 us with the per-row quantization included (bench/decode_speed.py gives whole-decoding figures).
+"""
+
+import functools
+
+import torch
+from torch import nn
+
+from aiayn.errors import AiaynError
+
+COMPUTE_TYPES = ("float32", "bfloat16", "int8")
+
+
+@functools.cache
+def supported_compute_types() -> tuple[str, ...]:
+    """The compute types this CPU and torch build run: bfloat16 where oneDNN has a bfloat16 path (AVX-512
+    or AMX), int8 where torch._int_mm runs on the CPU."""
+    found = ["float32"]
+    if torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        found.append("bfloat16")
+    try:
+        torch._int_mm(torch.ones(4, 8, dtype=torch.int8), torch.ones(8, 8, dtype=torch.int8))
+        found.append("int8")
+    except RuntimeError:
+        pass
+    return tuple(found)
+
+
+def check_compute_type(compute_type: str, device: torch.device | str = "cpu") -> None:
+    """One line naming the compute type and the ones this engine can run here, when it cannot run it."""
+    if compute_type not in COMPUTE_TYPES:
+        raise AiaynError(f"--compute-type {compute_type}: the native engine runs {', '.join(COMPUTE_TYPES)} "
+                         f"(other CTranslate2 types: --engine ct2)")
+    if compute_type == "float32":
+        return
+    if torch.device(device).type != "cpu":
+        raise AiaynError(f"--compute-type {compute_type}: the native engine's low-precision products are CPU "
+                         f"products; on {device} use float32 (the default)")
+    if compute_type not in supported_compute_types():
+        raise AiaynError(f"--compute-type {compute_type}: this CPU or torch build cannot run it natively; it runs "
+                         f"{', '.join(supported_compute_types())}")
+
+
+# ---- weights: the inference form of a (out, in) weight, made once (aiayn.cpu.prepared_weight) ------------
+def bfloat16_weight(weight: torch.Tensor) -> torch.Tensor:
+    """(out, in) float32 -> (out, in) bfloat16 packed in oneDNN's blocked layout."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(torch.bfloat16))
+
+
+def int8_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, in) float32 -> (W_q^T (in, out) int8 contiguous, scale (out,) float32): W ~ W_q * scale per row."""
+    weight = weight.detach().float()
+    scale = weight.abs().amax(dim=1).clamp_min(1e-12) / 127.0  # (out,)
+    quantized = torch.round(weight / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+    return quantized.t().contiguous(), scale
+
+
+# ---- products: x_rows (R, in) float32 by a prepared weight -> (R, out) float32 ---------------------------
+def bfloat16_project(x_rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    bias = None if bias is None else bias.to(torch.bfloat16)
+    return torch.ops.mkldnn._linear_pointwise(x_rows.to(torch.bfloat16), weight, bias, "none", [], "").float()
+
+
+def int8_project(x_rows: torch.Tensor, weight: tuple[torch.Tensor, torch.Tensor],
+                 bias: torch.Tensor | None) -> torch.Tensor:
+    quantized_t, w_scale = weight
+    x_scale = x_rows.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12) / 127.0  # (R, 1)
+    x_q = torch.round(x_rows / x_scale).to(torch.int8)
+    out = torch._int_mm(x_q, quantized_t).float().mul_(x_scale).mul_(w_scale)  # (R, out)
+    return out if bias is None else out.add_(bias)
+
+
+def typed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, compute_type: str) -> torch.Tensor:
+    """F.linear in `compute_type` from the float32 weight itself, for traced code (aiayn.decoding.compiled):
+    the weight's conversion depends on frozen weights only, so inductor folds it into a constant."""
+    if compute_type == "float32":
+        return nn.functional.linear(x, weight, bias)
+    if compute_type == "bfloat16":
+        bias = None if bias is None else bias.to(torch.bfloat16)
+        return nn.functional.linear(x.to(torch.bfloat16), weight.to(torch.bfloat16), bias).float()
+    rows = x.reshape(-1, x.size(-1))
+    return int8_project(rows, int8_weight(weight), bias).view(*x.shape[:-1], weight.size(0))
