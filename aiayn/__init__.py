@@ -1,14 +1,18 @@
 """aiayn: Attention Is All You Need, as software you can train, decode, score and look inside."""
 
 __version__ = "0.1.0"
-__all__ = ["ModelConfig", "build_model", "count_parameters", "__version__"]
+__all__ = ["ModelConfig", "Translator", "build_model", "count_parameters", "__version__"]
 
 
 def __getattr__(name: str):
-    # the model's names load on first use: `import aiayn` (and the command line's first moments, where
+    # these names load on first use: `import aiayn` (and the command line's first moments, where
     # a Ctrl-C must be a clean stop) does not wait for torch
     if name in ("ModelConfig", "build_model", "count_parameters"):
         from aiayn import model
 
         return getattr(model, name)
+    if name == "Translator":
+        from aiayn.decoding.translator import Translator
+
+        return Translator
     raise AttributeError(f"module 'aiayn' has no attribute {name!r}")

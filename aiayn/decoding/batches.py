@@ -8,7 +8,7 @@ import torch
 
 def max_positions(model) -> int | None:
     """How many positions the model's position table has (None: no limit, e.g. an RNN)."""
-    return model.positional.table.size(0) if model.arch == "transformer" else None
+    return model.max_positions
 
 
 def encode_sources(tokenizer, sentences: list[str]) -> list[list[int]]:

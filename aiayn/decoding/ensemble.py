@@ -77,11 +77,12 @@ class Ensemble(torch.nn.Module):
         self.members = torch.nn.ModuleList(models)
         self.register_buffer("weights", torch.tensor(check_weights(weights, len(models)), dtype=torch.float64),
                              persistent=False)
-        with_positions = [m for m in models if m.arch == "transformer"]
-        # arch and positional: what the Translator reads for the longest input (the smallest table)
-        self.arch = "transformer" if with_positions else models[0].arch
+        with_positions = [m for m in models if m.max_positions is not None]
+        # the longest input is the smallest table's; arch (a name to show) and positional are that member's
+        first = min(with_positions, key=lambda m: m.max_positions) if with_positions else models[0]
+        self.arch, self.max_positions = first.arch, first.max_positions
         if with_positions:
-            self.positional = min((m.positional for m in with_positions), key=lambda p: p.table.size(0))
+            self.positional = first.positional
         self.config = models[0].config
         self.pad_id = models[0].pad_id
 

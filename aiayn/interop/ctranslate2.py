@@ -55,7 +55,7 @@ def build_spec(model, cfg, source_vocabulary: list[str], target_vocabulary: list
     import ctranslate2
 
     m = cfg.model
-    if m.arch != "transformer":
+    if not m.multi_head:
         raise AiaynError("CTranslate2 export supports Transformer models (arch=transformer), not RNNs")
     spec = ctranslate2.specs.TransformerSpec.from_config((m.n_encoder_layers, m.n_decoder_layers), m.n_heads,
                                                          pre_norm=m.norm_first, activation=_activation(m.activation))

@@ -43,7 +43,7 @@ MARIAN_LAYER_NORM_EPS = 1e-5  # Marian's LayerNorms use torch's default, which i
 def check_exportable(cfg) -> None:
     """Refuse, naming the field, a model config that Marian cannot compute exactly."""
     why = None
-    if cfg.arch != "transformer":
+    if not cfg.multi_head:
         why = f"model.arch={cfg.arch!r}: Marian is a Transformer; an RNN has no Marian form"
     elif cfg.norm_first:
         why = "model.norm_first=true: Marian is post-LN (LayerNorm after each residual sum), as the paper"

@@ -1,8 +1,14 @@
 """aiayn.model: attention, the Transformer and RNN seq2seq with attention.
 
 Every seq2seq model offers one interface, used by decoding and inspection:
-  arch: "transformer" or "rnn" (an RNN's decoder says its attention: decoder.attention_kind, "luong" or
-      "bahdanau"); config: the ModelConfig it was built from (build_model sets it; None when built by hand)
+  arch: "transformer" or "rnn", a name to show (an RNN's decoder says its attention: decoder.attention_kind,
+      "luong" or "bahdanau"); config: the ModelConfig it was built from (build_model sets it; None when built
+      by hand). Code outside this package asks what a model has, never its name:
+  multi_head: attention in layers of heads (the Transformer), or one attention inside a recurrent decoder
+  attention_kinds: the maps it makes, of "encoder_self", "decoder_self", "cross"; attention_shape(kind) ->
+      (layers, heads) of that kind's maps
+  n_encoder_layers, n_decoder_layers, n_heads, d_model, d_ff (None: no feed-forward network)
+  positional_kind: "sinusoidal", "learned" or None (no position table); max_positions: its rows, or None
   forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V)        masks derived from pad_id
   decoder_output(src, tgt_in) -> (B, T, D), the input of `generator` (the output layer, an nn.Linear);
       training fuses generator and loss (aiayn/training/loss.py)

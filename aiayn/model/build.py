@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from aiayn.errors import AiaynError
 from aiayn.model import scores
 from aiayn.model.embedding import TokenEmbedding
 from aiayn.model.rnn import BahdanauDecoder, LuongDecoder, RNNEncoder, RNNSeq2Seq
@@ -24,7 +25,7 @@ CHOICES = {
 }
 
 
-class FieldError(ValueError):
+class FieldError(AiaynError):
     """A config field with a bad value. `fields` are the dotted names involved, so that aiayn.config can
     say where a value was set (a file, --set); the message names the field, its value and the rule."""
 
@@ -124,6 +125,23 @@ class ModelConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    # What the model built from this config has (as the models say it), for checks made before building one
+    @property
+    def multi_head(self) -> bool:
+        """Attention in layers of heads (the Transformer); False: one attention inside an RNN decoder."""
+        return self.arch == "transformer"
+
+    @property
+    def max_positions(self) -> int | None:
+        """Rows of the position table (max_len), or None: an RNN reads any length."""
+        return self.max_len if self.arch == "transformer" else None
+
+    def attention_shape(self, kind: str) -> tuple[int, int]:
+        """(layers, heads) of the maps of one kind of attention: "encoder_self", "decoder_self" or "cross"."""
+        if self.arch != "transformer":
+            return 1, 1
+        return (self.n_encoder_layers if kind == "encoder_self" else self.n_decoder_layers), self.n_heads
 
     def validate(self) -> "ModelConfig":
         """Raises FieldError (a ValueError naming the field) for the first bad value."""

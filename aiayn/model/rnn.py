@@ -104,15 +104,35 @@ class BahdanauDecoder(_AttentionDecoder):
 class RNNSeq2Seq(nn.Module):
     """Encoder + attention decoder with the same interface as the Transformer."""
 
-    arch = "rnn"
+    arch = "rnn"  # a name to show; what the model has is asked of the facts below
     config = None  # the ModelConfig it was built from (aiayn.model.build sets it)
+    # one attention, over the encoder states, inside the decoder (Luong: after the RNN step, Bahdanau:
+    # before it); no heads, no self-attention
+    multi_head = False
+    attention_kinds = ("cross",)
+    n_heads = 1
+    d_ff = None  # no position-wise feed-forward network
+    positional_kind = None  # the RNN reads its input in order: no position table, no length limit
+    max_positions = None
 
     def __init__(self, *, encoder: RNNEncoder, decoder: LuongDecoder | BahdanauDecoder, pad_id: int):
         super().__init__()
         self.encoder, self.decoder, self.pad_id = encoder, decoder, pad_id
-        d_model = decoder.d_model
+        d_model = self.d_model = decoder.d_model
         self.bridge_h = nn.Linear(d_model, d_model)  # encoder final state -> decoder initial state
         self.bridge_c = nn.Linear(d_model, d_model)
+
+    @property
+    def n_encoder_layers(self) -> int:
+        return self.encoder.n_layers
+
+    @property
+    def n_decoder_layers(self) -> int:
+        return self.decoder.rnn.num_layers
+
+    def attention_shape(self, kind: str) -> tuple[int, int]:
+        """(layers, heads) of the maps of one of attention_kinds: one map, L = H = 1."""
+        return 1, 1
 
     def encode(self, src, return_attention=False):
         """src (B, S) -> (memory = (outputs (B, S, D), hidden (L, B, D), cell | None), {} or None).

@@ -117,8 +117,10 @@ def _stack(weights: list) -> torch.Tensor:
 class Transformer(nn.Module):
     """Encoder-decoder Transformer with the shared seq2seq interface (see aiayn/model/__init__.py)."""
 
-    arch = "transformer"
+    arch = "transformer"  # a name to show; what the model has is asked of the facts below
     config = None  # the ModelConfig it was built from (aiayn.model.build sets it)
+    multi_head = True  # attention in layers of heads (§3.2.2): every layer and head has its own map
+    attention_kinds = ("encoder_self", "decoder_self", "cross")
 
     def __init__(self, *, src_vocab_size, tgt_vocab_size, pad_id, d_model=512, n_heads=8, d_ff=2048,
                  n_encoder_layers=6, n_decoder_layers=6, dropout=0.1, attention_dropout=0.0,
@@ -128,7 +130,8 @@ class Transformer(nn.Module):
         if share_embeddings and src_vocab_size != tgt_vocab_size:
             raise ValueError(f"share_embeddings needs one joint vocabulary, but src_vocab_size="
                              f"{src_vocab_size} != tgt_vocab_size={tgt_vocab_size}")
-        self.pad_id, self.d_model = pad_id, d_model
+        self.pad_id, self.d_model, self.n_heads, self.d_ff = pad_id, d_model, n_heads, d_ff
+        self.norm_first = norm_first
         self.src_embed = TokenEmbedding(vocab_size=src_vocab_size, d_model=d_model, pad_id=pad_id)
         self.tgt_embed = self.src_embed if share_embeddings else \
             TokenEmbedding(vocab_size=tgt_vocab_size, d_model=d_model, pad_id=pad_id)
@@ -149,6 +152,28 @@ class Transformer(nn.Module):
             nn.init.zeros_(self.generator.bias)
         if tie_output or share_embeddings:  # §3.4: output projection shares the embedding matrix
             self.generator.weight = self.tgt_embed.weight
+
+    @property
+    def n_encoder_layers(self) -> int:
+        return len(self.encoder_layers)
+
+    @property
+    def n_decoder_layers(self) -> int:
+        return len(self.decoder_layers)
+
+    @property
+    def positional_kind(self) -> str:
+        """"sinusoidal" (§3.5) or "learned" (Table 3, row E)."""
+        return self.positional.kind
+
+    @property
+    def max_positions(self) -> int:
+        """Rows of the position table: the longest source or target the model can read."""
+        return self.positional.table.size(0)
+
+    def attention_shape(self, kind: str) -> tuple[int, int]:
+        """(layers, heads) of the maps of one of attention_kinds."""
+        return (self.n_encoder_layers if kind == "encoder_self" else self.n_decoder_layers), self.n_heads
 
     def _embed(self, embedding, tokens, offset=0):
         x = self.positional(embedding(tokens), offset)  # §3.4 + §3.5

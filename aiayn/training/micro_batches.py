@@ -43,7 +43,7 @@ def check_micro_batch_workers(cfg, *, distributed: bool, device: torch.device) -
         why = "it does not combine with torchrun (use one or the other)"
     elif device.type != "cpu":
         why = f"it is for CPUs (this run trains on {device})"
-    elif m.arch != "transformer":
+    elif not m.multi_head:  # an RNN: its cells' dropout is torch's own
         why = f"the RNN's dropout draws from torch's shared generator (model.arch={m.arch})"
     elif m.attention_dropout:
         why = f"model.attention_dropout={m.attention_dropout:g} draws from torch's shared generator (set it 0)"

@@ -342,8 +342,8 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
         raise AiaynError(f"training data: every pair is longer than data.max_len={cfg.data.max_len} subword "
                          f"tokens, so nothing is left to train on; raise data.max_len")
     valid = EncodedCorpus.from_examples(to_examples(valid_pairs, tokenizer, None, "validation data"))
-    if cfg.model.arch == "transformer":
-        _check_lengths(valid, cfg.model.max_len, f"validation data ({_valid_source(cfg.data)})")
+    if cfg.model.max_positions is not None:
+        _check_lengths(valid, cfg.model.max_positions, f"validation data ({_valid_source(cfg.data)})")
     model = _new_model(cfg, init)
     if dist.is_main:
         write_text_atomic(out / "config.yaml", config_yaml(cfg), follow_links=False)

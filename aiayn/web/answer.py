@@ -103,12 +103,12 @@ def max_response_bytes(translator, max_output_tokens: int = MAX_OUTPUT_TOKENS) -
     T = max_output_tokens), every weight at its longest, each row's brackets; the subwords and the
     translation at the vocabulary's longest subword, 6 bytes a character (an escaped one); ids; 1 KB."""
     S, T, model = MAX_SOURCE_TOKENS, max_output_tokens, translator.model
-    if model.arch == "transformer":  # encoder self (S x S), decoder self (T x T), cross (T x S)
-        heads = model.encoder_layers[0].self_attn.n_heads
-        n_enc, n_dec = heads * len(model.encoder_layers), heads * len(model.decoder_layers)
-        n_values, n_rows = n_enc * S * S + n_dec * (T * T + T * S), n_enc * S + n_dec * 2 * T
-    else:  # RNN: one cross-attention map, L = H = 1
-        n_values, n_rows = T * S, T
+    n_values = n_rows = 0
+    for kind in model.attention_kinds:  # encoder self (S x S), decoder self (T x T), cross (T x S)
+        layers, heads = model.attention_shape(kind)
+        queries, keys = (S, S) if kind == "encoder_self" else (T, T) if kind == "decoder_self" else (T, S)
+        n_values += layers * heads * queries * keys
+        n_rows += layers * heads * queries
     tok = translator.tokenizer
     pieces = tok.id_to_piece(list(range(tok.tgt_vocab_size))) + tok.source_id_to_piece(list(range(tok.src_vocab_size)))
     longest = max(len(piece) for piece in pieces)

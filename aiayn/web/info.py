@@ -56,18 +56,20 @@ def _imported_from(model_dir) -> str:
 
 
 def _sizes(model) -> dict:
-    if model.arch == "transformer":
-        attn, layer = model.encoder_layers[0].self_attn, model.encoder_layers[0]
-        return {"d_model": attn.d_model, "n_heads": attn.n_heads, "d_k": attn.d_head,
-                "n_encoder_layers": len(model.encoder_layers), "n_decoder_layers": len(model.decoder_layers),
-                "norm": "pre-LN" if layer.norm_first else "post-LN (paper)"}
+    """What the model has, as the page reads it: multi_head (layers of heads, or one attention inside a
+    recurrent decoder), the kinds of attention maps, the sizes; positions and d_ff are None where absent."""
+    sizes = {"multi_head": model.multi_head, "attention_kinds": list(model.attention_kinds),
+             "d_model": model.d_model, "n_heads": model.n_heads, "n_encoder_layers": model.n_encoder_layers,
+             "n_decoder_layers": model.n_decoder_layers, "d_ff": model.d_ff, "positions": model.positional_kind}
+    if model.multi_head:
+        return {**sizes, "d_k": model.d_model // model.n_heads,
+                "norm": "pre-LN" if model.norm_first else "post-LN (paper)"}
     from aiayn.inspect.steps.rnn_step import _score_doc
 
-    dec = model.decoder
+    dec = model.decoder  # the recurrent decoder: its cell, where it attends, its score function
     name, formula = _score_doc(dec.score)
-    return {"d_model": dec.d_model, "n_heads": 1, "n_encoder_layers": model.encoder.n_layers,
-            "n_decoder_layers": dec.rnn.num_layers, "rnn_cell": type(dec.rnn).__name__,
-            "decoder": dec.attention_kind, "score_name": name, "score_formula": formula}
+    return {**sizes, "rnn_cell": type(dec.rnn).__name__, "decoder": dec.attention_kind, "score_name": name,
+            "score_formula": formula}
 
 
 def _read_json(path):
@@ -145,14 +147,4 @@ def model_info(translator, max_source_tokens: int, max_text: int) -> dict:
             "src_vocab_size": tok.src_vocab_size, "tgt_vocab_size": tok.tgt_vocab_size,
             "unk_piece": tok.source_id_to_piece([tok.unk_id])[0],
             "max_source_tokens": max_source_tokens, "max_text": max_text, "examples": EXAMPLES.get(key, []),
-            **training_facts(translator.model_dir), "decode": decode_settings(translator),
-            "d_ff": _d_ff(translator.model), "positions": _positions_kind(translator.model)}
-
-
-def _d_ff(model) -> int | None:
-    return model.encoder_layers[0].ffn.w_1.weight.shape[0] if model.arch == "transformer" else None
-
-
-def _positions_kind(model) -> str | None:
-    """"sinusoidal" (§3.5), "learned" (Table 3 row E), or None (an RNN reads positions in order)."""
-    return model.positional.kind if model.arch == "transformer" else None
+            **training_facts(translator.model_dir), "decode": decode_settings(translator)}

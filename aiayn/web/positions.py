@@ -10,7 +10,7 @@ DECIMALS = 6
 
 @torch.no_grad()
 def positions_panel(model) -> dict | None:
-    if model.arch != "transformer":
+    if model.positional_kind is None:
         return None
     positional = model.positional
     table = positional.table[:POSITIONS].double().cpu()  # (P, D)

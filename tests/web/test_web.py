@@ -51,6 +51,8 @@ def test_model_info(client):
     info = client.get("/api/info").json()
     assert info["arch"] == "transformer" and info["n_heads"] == 4 and info["d_k"] == info["d_model"] // 4
     assert info["n_encoder_layers"] == info["n_decoder_layers"] == 2
+    assert info["multi_head"] and info["attention_kinds"] == ["encoder_self", "decoder_self", "cross"]
+    assert info["positions"] == "sinusoidal" and info["d_ff"] > 0
     assert info["src_lang"] == "en" and info["tgt_lang"] == "de" and len(info["examples"]) == 3
     assert info["unk_piece"] == "<unk>" and info["max_text"] == 500
     assert len(json.dumps(info)) < 4096
@@ -98,6 +100,8 @@ def test_rnn_model_page_api(rnn_dir):
     assert set(body["maps"]) == {"cross"} and body["arch"] == "rnn"
     info = client.get("/api/info").json()
     assert info["arch"] == "rnn" and info["decoder"] == "luong" and info["score_name"].startswith("general")
+    assert not info["multi_head"] and info["attention_kinds"] == ["cross"] and info["n_heads"] == 1
+    assert info["positions"] is None and info["d_ff"] is None
     ids = {"source_ids": body["source_ids"], "target_input_ids": body["target_input_ids"]}
     cross = np.array(body["maps"]["cross"])
     for query in range(len(body["target_input_ids"])):  # seed 002's step reproduces every row of the map

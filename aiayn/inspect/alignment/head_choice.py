@@ -37,9 +37,7 @@ def builtin_golds(pairs) -> list[Gold]:
 
 def head_counts(cfg) -> tuple[int, int]:
     """(decoder layers, heads) whose cross-attention can be chosen; an RNN has one map."""
-    if cfg.model.arch != "transformer":
-        return 1, 1
-    return cfg.model.n_decoder_layers, cfg.model.n_heads
+    return cfg.model.attention_shape("cross")
 
 
 def parse_head(text: str, n_layers: int, n_heads: int) -> tuple[int, int | None]:

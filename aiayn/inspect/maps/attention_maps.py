@@ -20,6 +20,8 @@ class AttentionMaps:
     merged: bool = False
     score: float | None = None  # beam-search score of the translation (None when teacher-forced)
     truncated: bool = False  # the sentence was longer than the model's positions; its beginning was used
+    # maps of layers of heads (the Transformer), or the one map of a recurrent decoder's attention (L = H = 1)
+    multi_head: bool = True
 
     def _repr_html_(self) -> str:
         """Jupyter: the last layer's cross-attention (aiayn.inspect.maps.notebook.view for any kind, layer, head)."""

@@ -61,7 +61,7 @@ def maps_of(result, translator) -> AttentionMaps:
     target = result.tokens + [end] if steps == len(result.tokens) + 1 else list(result.tokens)
     return AttentionMaps(result.src_tokens, target, [start] + target[:-1], result.text, translator.arch,
                          {k: v.astype(np.float32) for k, v in result.attention.items()}, score=result.score,
-                         truncated=result.truncated)
+                         truncated=result.truncated, multi_head=translator.model.multi_head)
 
 
 @torch.no_grad()
@@ -79,7 +79,7 @@ def _teacher_forced(translator, sentence, target) -> AttentionMaps:
     _, maps = model(src, tgt_in, return_attention=True)
     pieces, (start, end) = tok.id_to_piece(tgt_ids), start_and_end(tok)
     return AttentionMaps(tok.source_id_to_piece(src_ids), pieces + [end], [start] + pieces, target, translator.arch,
-                         {k: v[0].float().cpu().numpy() for k, v in maps.items()})
+                         {k: v[0].float().cpu().numpy() for k, v in maps.items()}, multi_head=model.multi_head)
 
 
 def word_groups(tokens: list[str]) -> tuple[list[str], list[list[int]]]:
@@ -110,7 +110,7 @@ def merge_subwords(maps: AttentionMaps) -> AttentionMaps:
             "cross": (tgt_groups, src_groups)}
     merged = {k: _merge(v, *plan[k]).astype(np.float32) for k, v in maps.maps.items()}
     return AttentionMaps(src_words, tgt_words, in_words, maps.translation, maps.arch, merged, True, maps.score,
-                         maps.truncated)
+                         maps.truncated, maps.multi_head)
 
 
 def hard_alignment(maps: AttentionMaps, layer: int | None = None, heads: list[int] | None = None) -> str:

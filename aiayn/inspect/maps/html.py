@@ -22,11 +22,11 @@ def sections(maps, kinds, layer, head) -> str:
         queries, keys = axis_labels(maps, kind)
         layers = range(m.shape[0]) if layer is None else [layer]
         heads = range(m.shape[1]) if head is None else [head]
-        figures = [table(f"layer {li_model + 1} · head {hi_model + 1}" if maps.arch != "rnn" else
+        figures = [table(f"layer {li_model + 1} · head {hi_model + 1}" if maps.multi_head else
                          "decoder steps × encoder states", m[li, hi],
                          masked_cells(maps, kind, m[li, hi]), queries, keys)
                    for li, li_model in enumerate(layers) for hi, hi_model in enumerate(heads)]
-        name = "RNN decoder attention" if maps.arch == "rnn" else KIND_NAMES[kind]
+        name = KIND_NAMES[kind] if maps.multi_head else "RNN decoder attention"
         parts.append(f"<h2>{html.escape(name)}</h2><p class=axis>rows: {html.escape(AXIS_TITLES[kind][0])}; "
                      f"columns: {html.escape(AXIS_TITLES[kind][1])}</p>"
                      f'<div class="grid" style="grid-template-columns:repeat({len(heads)},max-content)">'

@@ -34,7 +34,7 @@ def axis_labels(maps, kind: str) -> tuple[list[str], list[str]]:
 
 def panel_title(maps, kind: str, layer: int, head: int) -> str:
     """layer, head: 0-based indices into the maps; titles count from 1, as the paper and the page do."""
-    if maps.arch == "rnn":  # one map: the decoder's attention over the encoder states
+    if not maps.multi_head:  # one map: the decoder's attention over the encoder states
         return "RNN decoder attention over the encoder states"
     return f"{KIND_NAMES[kind]} · layer {layer + 1} · head {head + 1}"
 

@@ -69,7 +69,7 @@ class AttentionView:
         if self.kind != "encoder_self":
             queries = [q.rsplit("→ ", 1)[-1] for q in queries]  # the line view names a row by what it predicts
         which = "the average of the heads" if self.head is None else f"head {self.head}"
-        name = "RNN decoder attention" if self.maps.arch == "rnn" else KIND_NAMES[self.kind]
+        name = KIND_NAMES[self.kind] if self.maps.multi_head else "RNN decoder attention"
         scope = new_scope()
         lines = line_view(weights, queries, keys, scope=scope,
                           title=f"lines: {name}, layer {layer}, {which} (bottom: {AXIS_TITLES[self.kind][0]}; "

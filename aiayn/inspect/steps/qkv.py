@@ -61,10 +61,9 @@ def _round(values, decimals: int = DECIMALS) -> list:
 
 def attention_step(model, src_ids: list[int], tgt_in_ids: list[int], kind: str, layer: int, head: int,
                    query: int) -> dict:
-    if model.arch != "transformer":
+    if not model.multi_head:
         raise InspectError("this step-by-step view needs a Transformer; RNN models have their own (rnn_step)")
-    n_layers = len(model.encoder_layers if kind == "encoder_self" else model.decoder_layers)
-    n_heads = model.encoder_layers[0].self_attn.n_heads
+    n_layers, n_heads = model.attention_shape(kind)
     n_queries = len(src_ids) if kind == "encoder_self" else len(tgt_in_ids)
     for name, value, limit in (("layer", layer, n_layers), ("head", head, n_heads), ("query", query, n_queries)):
         if not 0 <= value < limit:

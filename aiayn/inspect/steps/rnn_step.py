@@ -29,7 +29,7 @@ def _score_doc(score) -> tuple[str, str]:
 @torch.no_grad()
 def rnn_step(model, tokenizer, src_ids: list[int], tgt_in_ids: list[int], query: int, kind: str = "cross",
              layer: int = 0, head: int = 0) -> dict:
-    if model.arch != "rnn":
+    if model.multi_head:
         raise InspectError("this step view is for RNN models with attention")
     if (kind, layer, head) != ("cross", 0, 0):
         raise InspectError(f"an RNN model has one attention map: kind cross, layer 0, head 0 (not {kind}, "

@@ -34,7 +34,7 @@ def step_json(translator, req: StepRequest) -> bytes:
                              ("target_input_ids", req.target_input_ids, tok.tgt_vocab_size)):
         if any(not 0 <= i < vocab for i in ids):
             raise AiaynError(f"{what}: token ids must be in [0, {vocab})")
-    if translator.arch == "rnn":  # the RNN step: score -> alpha -> context -> tanh(W_c[a; s]) -> outputs
+    if not translator.model.multi_head:  # the RNN step: score -> alpha -> context -> tanh(W_c[a; s]) -> outputs
         return dumps(rnn_step(translator.model, tok, req.source_ids, req.target_input_ids, req.query,
                               req.kind, req.layer, req.head)).encode()
     step = attention_step(translator.model, req.source_ids, req.target_input_ids, req.kind, req.layer, req.head,

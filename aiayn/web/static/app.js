@@ -6,7 +6,7 @@ import {drawArch, drawFfn, drawPositions} from "./arch.js";
 import {download} from "./download.js";
 import {applyLanguage, nth, t, toggleLanguage} from "./i18n.js";
 import {renderInfo} from "./modelpanel.js";
-import {currentView, renderFocus, renderMaps, renderResult} from "./render.js";
+import {currentView, kindName, renderFocus, renderMaps, renderResult} from "./render.js";
 import {fillSearch, rankHeads, showRanking} from "./search.js";
 import {renderStep} from "./stepview.js";
 import {readUrl, writeUrl} from "./url.js";
@@ -104,7 +104,7 @@ function fill(select, values, current) {
 function setupSelectors() {
   const kinds = KINDS.filter(k => k in S.data.maps);
   if (!kinds.includes(S.kind)) S.kind = kinds.includes("cross") ? "cross" : kinds[0];
-  fill($("kind"), kinds.map(k => [k, S.data.arch === "rnn" ? t("kind.rnn") : t("kind." + k)]), S.kind);
+  fill($("kind"), kinds.map(k => [k, kindName(S, k)]), S.kind);
   const maps = S.data.maps[S.kind], L = maps.length, H = maps[0].length;
   if (S.layer === null || (S.layer !== "mean" && S.layer >= L) || (S.layer === "mean" && L === 1)) S.layer = L - 1;
   if ((S.head !== "mean" && S.head >= H) || (S.head === "mean" && H === 1)) S.head = 0;
@@ -128,9 +128,9 @@ function render() {
 }
 
 function renderArch() {
-  const rnn = S.data.arch === "rnn";
-  $("arch-panel").hidden = rnn;  // the Transformer's figure, positions and FFN do not apply to an RNN
-  if (rnn) return;
+  // the Transformer's figure, positions and FFN do not apply to one attention inside a recurrent decoder
+  $("arch-panel").hidden = !S.info.multi_head;
+  if (!S.info.multi_head) return;
   drawArch($("arch-map"), S, S.info, openPart);
   if (S.open === "ffn") drawFfn($("ffn-body"), S.info, S.step && S.step.answer);
 }

@@ -9,8 +9,8 @@ function known(value, digits) {
 }
 
 function architecture(i) {
-  return i.arch === "rnn" ? t("f.rnn", {cell: i.rnn_cell, decoder: i.decoder, score: i.score_name})
-    : t("f.transformer", {norm: t(String(i.norm).startsWith("pre-LN") ? "f.pre_ln" : "f.post_ln")});
+  return i.multi_head ? t("f.transformer", {norm: t(String(i.norm).startsWith("pre-LN") ? "f.pre_ln" : "f.post_ln")})
+    : t("f.rnn", {cell: i.rnn_cell, decoder: i.decoder, score: i.score_name});
 }
 
 function training(i) {
@@ -24,8 +24,8 @@ export function facts(i) {
   return [["f.arch", architecture(i)], ["f.langs", langs], ["f.data", i.dataset || t("f.unknown")],
     ...training(i), ["f.params", Number(i.parameters).toLocaleString("en")],
     ["f.layers", `${i.n_encoder_layers} + ${i.n_decoder_layers}`],
-    ...(i.arch === "rnn" ? [] : [["f.heads", i.n_heads]]),  // an RNN's one attention has no heads
-    [i.arch === "rnn" ? "f.d_hidden" : "f.d_model", i.d_model],
+    ...(i.multi_head ? [["f.heads", i.n_heads]] : []),  // a recurrent decoder's one attention has no heads
+    [i.multi_head ? "f.d_model" : "f.d_hidden", i.d_model],
     ...(i.d_k ? [["f.d_k", i.d_k]] : []),
     ...(i.d_ff ? [["f.dff", i.d_ff]] : []),
     ["f.decode", t("f.decode_value", {beam: i.decode.beam, alpha: i.decode.alpha})]];

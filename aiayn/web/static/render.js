@@ -10,11 +10,12 @@ export function currentView(S) { return axesView(S.data, S.kind, S.words); }
 
 export function currentMatrix(S, view) { return viewMatrix(view, pieceMatrix(S.data.maps[S.kind], S.layer, S.head)); }
 
-export function kindName(S, kind) { return S.data && S.data.arch === "rnn" ? t("kind.rnn") : t("kind." + kind); }
+// the model's facts (/api/info): its attention in layers of heads, or one map of a recurrent decoder
+export function kindName(S, kind) { return S.info.multi_head ? t("kind." + kind) : t("kind.rnn"); }
 
 export function which(S) {
-  return S.data.arch === "rnn" ? kindName(S, S.kind)
-    : `${t("kind." + S.kind)} · ${layerName(S.layer)} · ${t("head")} ${nth(S.head)}`;
+  return S.info.multi_head ? `${t("kind." + S.kind)} · ${layerName(S.layer)} · ${t("head")} ${nth(S.head)}`
+    : kindName(S, S.kind);
 }
 
 export function caption(S) {
@@ -24,7 +25,7 @@ export function caption(S) {
 
 function alignLegend(S) {
   // where the server's word links come from (aiayn serve --alignment-head), in words
-  const a = S.data.alignment, rnn = S.data.arch === "rnn";
+  const a = S.data.alignment, rnn = !S.info.multi_head;
   const from = rnn ? t("align.rnn") : a.head === null ? t("align.layer_mean", {layer: nth(a.layer)})
     : t("align.head", {layer: nth(a.layer), head: nth(a.head)});
   const spec = `${nth(a.layer)}:${a.head === null ? "mean" : nth(a.head)}`;
@@ -89,7 +90,7 @@ function lineLayers(S, view, matrix) {
 }
 
 function lineCaption(S) {
-  if (S.data.arch === "rnn") return kindName(S, S.kind);
+  if (!S.info.multi_head) return kindName(S, S.kind);
   const base = `${t("kind." + S.kind)} · ${layerName(S.layer)} · `;
   if (!S.lineHeads.length) return `${base}${t("head")} ${nth(S.head)} ${t("lines.as_matrix")}`;
   return `${base}${t(S.lineHeads.length > 1 ? "lines.heads_n" : "head")} ${S.lineHeads.map(nth).join(", ")}`;

@@ -87,8 +87,8 @@ export function rnnStep(s, keys, caption) {
 </ol>`;
 }
 
-export function stepCaption(data, kind, layer, head, query, row) {
+export function stepCaption(info, kind, layer, head, query, row) {
   // rows count from 1, as layers and heads (the URL's q= keeps the 0-based index)
-  return data.arch === "rnn" ? t("step.rnn_for", {row: nth(row), query})
+  return !info.multi_head ? t("step.rnn_for", {row: nth(row), query})
     : t("step.for", {kind: t("kind." + kind), layer: nth(layer), head: nth(head), query, row: nth(row)});
 }

@@ -12,8 +12,8 @@ const $ = id => document.getElementById(id);
 
 function stepKey(S) { return JSON.stringify([S.gen, S.kind, S.layer, S.head, S.words, S.query]); }
 
-function stepHtml(answer, keys, cap) {
-  return answer.arch === "rnn" ? rnnStep(answer, keys, cap) : transformerStep(answer, keys, cap);
+function stepHtml(info, answer, keys, cap) {
+  return info.multi_head ? transformerStep(answer, keys, cap) : rnnStep(answer, keys, cap);
 }
 
 function reveal(panel) {
@@ -27,10 +27,10 @@ function draw(S, view, answers, shown, onAnswer) {
   const rows = S.words ? view.qGroups[S.query] : [S.query];
   const q = rows[shown], r = pieces.rows[q], query = (r.label + " " + (r.sub || "")).trim();
   if (!S.words) {
-    panel.innerHTML = stepHtml(answers[0], keys, stepCaption(S.data, S.kind, S.layer, S.head, query, q));
+    panel.innerHTML = stepHtml(S.info, answers[0], keys, stepCaption(S.info, S.kind, S.layer, S.head, query, q));
   } else {
     panel.innerHTML = wordStep(S, view, pieces, answers, shown) +
-      `<div id="step-piece">${stepHtml(answers[shown], keys, pieceCaption(S, view, query, q))}</div>`;
+      `<div id="step-piece">${stepHtml(S.info, answers[shown], keys, pieceCaption(S, view, query, q))}</div>`;
     panel.querySelectorAll("button.piece").forEach(b => b.addEventListener("click", () => {
       S.step.shown = Number(b.dataset.shown);
       draw(S, view, answers, S.step.shown, onAnswer);

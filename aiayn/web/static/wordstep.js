@@ -52,7 +52,7 @@ function pickers(pieces, rows, shown) {
 
 export function wordStep(S, view, pieces, answers, shown) {
   const rows = view.qGroups[S.query], word = wordName(S, view), n = rows.length;
-  const caption = S.data.arch === "rnn" ? t("step.word_rnn_for", {word, row: nth(S.query)})
+  const caption = !S.info.multi_head ? t("step.word_rnn_for", {word, row: nth(S.query)})
     : t("step.word_for", {kind: t("kind." + S.kind), layer: nth(S.layer), head: nth(S.head), word, row: nth(S.query)});
   const explain = t(n === 1 ? "step.word_one" : "step.word_explain", {word, n});
   return `<h3>${esc(t("step.title"))}: ${esc(caption)}</h3>
