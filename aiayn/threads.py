@@ -169,6 +169,16 @@ def apply_threads(choice: ThreadChoice) -> ThreadChoice:
     return choice
 
 
+def wait_passively() -> None:
+    """OpenMP threads waiting for work sleep instead of spinning (OMP_WAIT_POLICY=PASSIVE; libgomp's default
+    spins first). A spinning thread holds its core while the thread with the work waits for one, so beside
+    other processes every operation stalls: `aiayn demo` (250 steps) with 2 threads while other jobs kept
+    the 2 cores busy took over 150 s spinning and 30 s passive (BENCHMARKS.md, shared CPU). libgomp reads
+    it once, when torch loads it, so the command line calls this before importing torch; a value the user
+    set wins."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def limit_to_usable() -> None:
     """No more torch threads than the CPUs this process may use: torch counts the affinity mask but not a
     container's quota, and threads beyond the quota wait on each other as beside a busy process. For every

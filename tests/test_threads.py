@@ -142,3 +142,19 @@ def test_a_chosen_count_follows_the_load_while_a_given_one_stays(monkeypatch):
     assert torch.get_num_threads() == 2
     given = threads.BusyWatch(ThreadChoice(3, "train.num_threads=3"), every_s=0, clock=lambda: now[0])
     assert given.check() is None  # and /proc was never read (the samples above are used up)
+
+
+def test_the_command_line_waits_passively_before_torch_loads(monkeypatch):
+    """OMP_WAIT_POLICY is read once, when torch loads libgomp: the command line sets it first; the user's wins."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import os, sys\nfrom aiayn.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n"
+             "    pass\nprint(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    run = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert run.stdout.split()[-2:] == ["PASSIVE", "False"]
+    run = subprocess.run([sys.executable, "-c", probe], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+                         capture_output=True, text=True, check=True)
+    assert run.stdout.split()[-2:] == ["ACTIVE", "False"]
