@@ -27,7 +27,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file, save_model
 
 from aiayn import io
-from aiayn.config import ExperimentConfig, config_from_dict, config_yaml, parse_yaml
+from aiayn.config import ExperimentConfig, config_from_dict
+from aiayn.config_text import config_yaml, parse_yaml
 from aiayn.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_dir
 from aiayn.errors import CheckpointError
 from aiayn.io import atomic_dir

@@ -1,27 +1,21 @@
-"""Experiment configuration: typed dataclasses, YAML loading, dotted `--set` overrides, validation.
+"""Experiment configuration: the typed sections (data, model, train, decode), their rules and cross-field
+checks, and load_config: defaults <- a YAML file <- dotted `--set` overrides, then validated.
 
-An unknown key is an error that names the nearest valid key; a value of the wrong type or out of its
-range is an error that names the field and where it was set (the file, or --set); a key written twice
-in one mapping is an error (PyYAML would silently keep the last). The resolved config is saved (as YAML)
-in every checkpoint.
+A value out of its range is an error that names the field and where it was set (the file, or --set).
+Reading and writing the text (strict YAML, unknown keys, types) is aiayn.config_text's. The resolved
+config is saved (as YAML) in every checkpoint.
 """
 
 import dataclasses
-import difflib
-import logging
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from aiayn.config_text import apply_values, nest, parse_override, read_mapping
 from aiayn.data import multi30k
 from aiayn.data.corpora import check_data_files
 from aiayn.data.tokenizer import BYTE_FALLBACK_MIN_VOCAB
 from aiayn.errors import ConfigError
 from aiayn.model.build import FieldError, ModelConfig, above, at_least, between, check_fields, fraction
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -239,123 +233,6 @@ DECODE_RULES = {"beam": at_least(1), "length_penalty": between(0, 10), "max_len_
                 "length_penalty_form": lambda v: None if v in ("gnmt", "hf") else "must be gnmt or hf"}
 
 
-class DuplicateKeyError(yaml.YAMLError):
-    def __init__(self, key, line: int, first_line: int):
-        super().__init__(f"duplicate key {key!r}")
-        self.key, self.line, self.first_line = key, line, first_line
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key written twice in one mapping (SafeLoader silently keeps the last)."""
-
-    def construct_mapping(self, node, deep=False):
-        first_line = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may be overridden: not a duplicate
-                continue
-            key = self.construct_object(key_node, deep=True)
-            if not isinstance(key, (str, int, float, bool)):
-                continue  # an unhashable key: SafeLoader's own error follows
-            line = key_node.start_mark.line + 1
-            if key in first_line:
-                raise DuplicateKeyError(key, line, first_line[key])
-            first_line[key] = line
-        return super().construct_mapping(node, deep)
-
-
-def parse_yaml(text: str, where: str, hint: str = ""):
-    """Parse with _StrictLoader; errors become one line naming `where` (a file, or the --set item)."""
-    try:
-        return yaml.load(text, Loader=_StrictLoader)
-    except DuplicateKeyError as err:
-        lines = f" at line {err.line} (first at line {err.first_line})" if err.first_line != err.line else ""
-        raise ConfigError(f"{where}: duplicate key {err.key!r}{lines}; YAML would keep only the last, so keep "
-                          f"only one") from None
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{where}: not valid YAML ({err.problem or err.context}{at}){hint}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{where}: not valid YAML ({err}){hint}") from None
-    except RecursionError:  # PyYAML's composer recurses once per nesting level
-        raise ConfigError(f"{where}: YAML nested too deeply for a config (thousands of levels); a config needs "
-                          f"two levels, e.g. model: {{d_model: 512}}") from None
-
-
-def _read_file(path: Path) -> dict:
-    """The top-level mapping of a YAML config file, with an error naming the file for each way it can fail."""
-    if not path.exists():
-        raise ConfigError(f"config file {path} does not exist")
-    if path.is_dir():
-        raise ConfigError(f"config file {path} is a directory; give a YAML file such as configs/demo.yaml")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); save the config as UTF-8") from None
-    except OSError as err:
-        raise ConfigError(f"config file {path}: cannot read it ({err.strerror}); check its permissions") from None
-    values = parse_yaml(text, str(path))
-    if values is None:  # an empty file (or only comments): the defaults
-        return {}
-    if not isinstance(values, dict):
-        raise ConfigError(f"{path}: expected a mapping of sections (data:, model:, train:, decode:), "
-                          f"got {type(values).__name__} {values!r:.60}")
-    return values
-
-
-def _coerce(value, annotation, where: str):
-    """Check/convert a YAML value to the field's declared type."""
-    if annotation is typing.Any:
-        return value
-    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if annotation is float and isinstance(value, str):  # YAML 1.1 reads 1e-9 (no dot) as a string
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    if annotation is tuple and isinstance(value, list):
-        return tuple(value)
-    if isinstance(annotation, type) and not isinstance(value, annotation):
-        raise ConfigError(f"{where}: expected {annotation.__name__}, got {type(value).__name__} {value!r}")
-    if isinstance(value, bool) and annotation in (int, float):
-        raise ConfigError(f"{where}: expected {annotation.__name__}, got bool {value!r}")
-    return value
-
-
-def _apply(obj, values, prefix: str, source: str, origins: dict):
-    """Set the fields of obj from values (a mapping), recording in origins where each field was set."""
-    if values is None and prefix:  # a section with every key commented out
-        return
-    if not isinstance(values, dict):
-        raise ConfigError(f"{source}: section {prefix.rstrip('.') or '<top>'} must be a mapping, got {values!r}")
-    fields = {f.name: f for f in dataclasses.fields(obj)}
-    hints = typing.get_type_hints(type(obj))
-    for key, value in values.items():
-        if key not in fields:
-            near = difflib.get_close_matches(str(key), list(fields), n=1)
-            hint = f"; did you mean {prefix}{near[0]}?" if near else f"; valid keys: {sorted(fields)}"
-            raise ConfigError(f"{source}: unknown key {prefix}{key}{hint}")
-        current = getattr(obj, key)
-        if dataclasses.is_dataclass(current):
-            _apply(current, value, f"{prefix}{key}.", source, origins)
-        else:
-            setattr(obj, key, _coerce(value, hints[key], f"{source}: {prefix}{key}"))
-            origins[f"{prefix}{key}"] = source
-
-
-def _parse_override(item: str) -> tuple[list[str], object]:
-    if "=" not in item:
-        raise ConfigError(f"--set {item!r}: expected key=value, for example train.max_steps=200")
-    key, raw = item.split("=", 1)
-    keys = key.strip().split(".")
-    if not all(keys):
-        raise ConfigError(f"--set {item!r}: empty key; expected section.key=value, for example train.max_steps=200")
-    return keys, parse_yaml(raw, f"--set {item!r}", "; quote a text value") if raw != "" else ""
-
-
-def _nest(path: list[str], value) -> dict:
-    return {path[0]: value} if len(path) == 1 else {path[0]: _nest(path[1:], value)}
 
 
 def _use_preset(cfg: ExperimentConfig, values: dict, source: str, origins: dict) -> None:
@@ -376,14 +253,14 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ex
     """Defaults <- YAML file (if any) <- `--set` overrides; then validated."""
     cfg, origins = ExperimentConfig(), {}
     if path is not None:
-        values = _read_file(Path(path))
+        values = read_mapping(Path(path))
         _use_preset(cfg, values, str(path), origins)
-        _apply(cfg, values, "", str(path), origins)
+        apply_values(cfg, values, "", str(path), origins)
     for item in overrides:
-        keys, value = _parse_override(item)
-        values = _nest(keys, value)
+        keys, value = parse_override(item)
+        values = nest(keys, value)
         _use_preset(cfg, values, f"--set {item!r}", origins)  # model.preset=NAME: the whole model section
-        _apply(cfg, values, "", "--set", origins)
+        apply_values(cfg, values, "", "--set", origins)
     return validate(cfg, origins)
 
 
@@ -479,62 +356,10 @@ def validate(cfg: ExperimentConfig, origins: dict | None = None, training: bool 
     return cfg
 
 
-# Model fields that only regularize training (they change neither the weights' shapes nor their meaning):
-# a fine-tuning run may set them with --set although the model section comes from --init-from.
-TRAINING_ONLY_MODEL_FIELDS = ("dropout", "attention_dropout")
-# Data fields that shape a new run's tokenizer: with --init-from the tokenizer is DIR's, as it is, so a --set of
-# one of them would be recorded in the run's config.yaml and have no effect.
-TOKENIZER_DATA_FIELDS = ("vocab_size", "byte_fallback", "lowercase", "joint_vocab")
-
-
-def inherit_model(cfg: ExperimentConfig, model: ModelConfig, overrides: list[str], source: str) -> ExperimentConfig:
-    """`aiayn train --init-from DIR`: the model section is DIR's (`model`); the config file's own is replaced.
-    A --set model.FIELD that differs from DIR's value is an error naming the field (model.dropout and
-    model.attention_dropout may change), and so is a --set of a field that shapes the tokenizer
-    (TOKENIZER_DATA_FIELDS: DIR's tokenizer is kept). Then the whole config is validated again."""
-    kept = {}
-    for item in overrides:
-        keys, _ = _parse_override(item)
-        if keys[0] == "data" and ".".join(keys[1:]) in TOKENIZER_DATA_FIELDS:
-            raise ConfigError(f"--set {item!r}: the tokenizer comes from --init-from {source} and is kept as it "
-                              f"is; drop this --set ({', '.join('data.' + f for f in TOKENIZER_DATA_FIELDS)} "
-                              f"shape a new tokenizer only)")
-        if keys[0] != "model":
-            continue
-        name = ".".join(keys[1:])
-        if name in TRAINING_ONLY_MODEL_FIELDS:
-            kept[name] = getattr(cfg.model, name)
-        elif name in ("", "preset") or getattr(cfg.model, name) != getattr(model, name):
-            has = "" if name in ("", "preset") else f", which has model.{name}={getattr(model, name)!r}"
-            raise ConfigError(f"--set {item!r}: the model comes from --init-from {source}{has}; drop this --set "
-                              f"(only model.dropout and model.attention_dropout may change when fine-tuning)")
-    differing = [f.name for f in dataclasses.fields(model) if getattr(cfg.model, f.name) != getattr(model, f.name)
-                 and f.name not in kept]
-    if differing:
-        log.info("the model section comes from %s; the config's own is not used (it differs in %s)", source,
-                 ", ".join(differing))
-    cfg.model = dataclasses.replace(model, **kept)
-    try:
-        return validate(cfg)
-    except ConfigError as err:
-        raise ConfigError(f"with the model of --init-from {source}: {err}") from None
-
-
-def to_dict(cfg) -> dict:
-    def plain(v):
-        return list(v) if isinstance(v, tuple) else v
-    return {k: (to_dict(v) if dataclasses.is_dataclass(v) else plain(v)) for k, v in vars(cfg).items()}
-
-
-def config_yaml(cfg: ExperimentConfig) -> str:
-    """The config as YAML text (written to disk by aiayn.checkpoint's atomic helpers)."""
-    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
-
-
 def config_from_dict(values: dict, source: str = "config", training: bool = False) -> ExperimentConfig:
     """A saved config (a checkpoint's config.yaml); see validate() for `training`."""
     cfg, origins = ExperimentConfig(), {}
-    _apply(cfg, values, "", source, origins)
+    apply_values(cfg, values, "", source, origins)
     return validate(cfg, origins, training)
 
 

@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aiayn.config import ConfigError, _StrictLoader, config_from_dict, load_config, to_dict
+from aiayn.config import ConfigError, config_from_dict, load_config
+from aiayn.config_text import _StrictLoader, to_dict
 from aiayn.model import build_model
 from tests.paths import REPO
 

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from aiayn.checkpoint import load_checkpoint
-from aiayn.config import ExperimentConfig, config_yaml, inherit_model, parse_yaml, to_dict
+from aiayn.config import ExperimentConfig
+from aiayn.config_text import config_yaml, parse_yaml, to_dict
 from aiayn.data.audit import warn_held_out_in_training
 from aiayn.data.corpora import corpus_tags, encoded_mixture
 from aiayn.data.datasets import iter_pairs, to_examples
@@ -32,6 +33,7 @@ from aiayn.model import build_model, count_parameters
 from aiayn.run_dir import resolve_model_dir
 from aiayn.threads import ThreadChoice, apply_threads, choose_threads
 from aiayn.training import distributed as D
+from aiayn.training.init_from import inherit_model
 from aiayn.training.micro_batches import check_micro_batch_workers
 from aiayn.training.run_files import claim_run_entries, open_lock
 from aiayn.training.tensorboard_log import open_log, summary_writer_class

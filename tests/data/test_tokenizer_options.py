@@ -8,7 +8,8 @@ import yaml
 
 from aiayn.checkpoint import load_checkpoint
 from aiayn.cli import main
-from aiayn.config import ConfigError, config_yaml, load_config
+from aiayn.config import ConfigError, load_config
+from aiayn.config_text import config_yaml
 from aiayn.data.separate_tokenizer import SeparateTokenizer
 from aiayn.data.synthetic import number_task
 from aiayn.data.tokenizer import BYTE_FALLBACK_MIN_VOCAB, Tokenizer, load_dir

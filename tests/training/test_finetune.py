@@ -16,7 +16,8 @@ from safetensors.torch import load_file
 
 from aiayn.checkpoint import load_checkpoint
 from aiayn.cli import main
-from aiayn.config import config_yaml, load_config
+from aiayn.config import load_config
+from aiayn.config_text import config_yaml
 from aiayn.decoding.translator import Translator
 from aiayn.training.run import RunMismatchError, check_same_run
 from aiayn.training.schedule import inverse_sqrt_rate
