@@ -1,6 +1,6 @@
-"""Every model choice docs/reference/config.md offers builds, trains (through a validation, which translates
-the dev sentences), resumes, and translates from its saved directory without a traceback; learned positions also
-export to CTranslate2 with the same outputs and are refused by export-hf in one line."""
+"""Every model and vocabulary choice docs/reference/config.md offers builds, trains (through a validation,
+which translates the dev sentences), resumes, and translates from its saved directory without a traceback;
+learned positions also export to CTranslate2 with the same outputs and are refused by export-hf in one line."""
 
 from pathlib import Path
 
@@ -16,6 +16,7 @@ TINY = ["data.synthetic_train=120", "data.synthetic_valid=4", "data.vocab_size=4
         "train.save_every=2", "train.eval_every=2"]
 SOURCES = ["seventy two", "one hundred and five"]
 
+SEPARATE = ["data.joint_vocab=false", "model.share_embeddings=false"]  # two vocabularies share no embedding
 CHOICES = [  # one departure from the defaults each, as the config reference lists them
     ["model.positional=learned"], ["model.norm_first=true"], ["model.activation=gelu"],
     ["model.activation=silu"], ["model.share_embeddings=true"], ["model.tie_output=false"],
@@ -23,6 +24,8 @@ CHOICES = [  # one departure from the defaults each, as the config reference lis
     ["model.arch=rnn", "model.rnn_cell=lstm", "model.rnn_attention=luong", "model.score=general"],
     ["model.arch=rnn", "model.rnn_cell=gru", "model.rnn_attention=bahdanau", "model.score=additive"],
     *[["model.arch=rnn", f"model.score={score}"] for score in ("dot", "scaled_dot", "concat", "cosine", "location")],
+    SEPARATE, [*SEPARATE, "model.arch=rnn"], ["data.lowercase=true"],
+    ["data.byte_fallback=true", "data.vocab_size=384"], ["data.dataset=coreference", "data.vocab_size=128"],
 ]
 
 
