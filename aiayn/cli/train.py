@@ -96,6 +96,7 @@ def cmd_demo(args) -> int:
     from aiayn.data.synthetic import number_task
     from aiayn.decoding.translator import Translator
     from aiayn.evaluation import dev_bleu_factory
+    from aiayn.run_dir import resolve_model_dir
     from aiayn.training.run import prepare_run
 
     cfg = load_config(DEMO_CONFIG, args.overrides)
@@ -105,8 +106,7 @@ def cmd_demo(args) -> int:
     if trainer.stopped_by_signal:
         print(f"{trainer.stop_reason}; run `aiayn demo --out {args.out}` again to resume")
         return 128 + int(getattr(signal, trainer.stopped_by_signal))
-    model_dir = Path(args.out) / "average"
-    model_dir = model_dir if model_dir.exists() else Path(args.out) / "best"
+    model_dir = resolve_model_dir(args.out)  # average, else best, else the latest (a run shorter than eval_every)
     translator = Translator.from_pretrained(model_dir)
     test = number_task(cfg.data.synthetic_train, cfg.data.synthetic_valid, cfg.data.synthetic_valid,
                        cfg.data.synthetic_seed)["test"][:8]
