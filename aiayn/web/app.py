@@ -2,8 +2,10 @@
 (aiayn.web.routes): health, translate (and batch, score), step, the model panel (info, positions),
 post-editing (alternatives), the training timeline, and the page (GET / and /static/NAME).
 
-Engines: with the native engine, everything; with ct2 (`aiayn serve --engine ct2`), the plain endpoints,
-/api/health and /api/info; maps and /api/step answer 400 naming --engine native, and GET / is a 404 note.
+Engines: the routes ask the engine's capabilities (aiayn.decoding.engines.Capabilities), never its name. With
+the native engine, everything; with one without attention maps (ct2, `aiayn serve --engine ct2`), the plain
+endpoints, /api/health and /api/info; maps, /api/step, /api/alternatives and traces answer 400 naming
+--engine native, and GET / is a 404 note.
 Every bound of the server is a constant of aiayn.web.limits (names that clients of the app use are
 exported here too); no file path ever comes from a request: the model is fixed when the app is created."""
 

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 
+from aiayn.decoding.engines import Capabilities
 from aiayn.errors import AiaynError
 from aiayn.web.alignment import DEFAULT_HEAD, AlignmentHead, alignment_head
 from aiayn.web.batching import Batcher
@@ -19,13 +20,15 @@ from aiayn.web.plain import decode_plain
 
 @dataclass(frozen=True, kw_only=True)
 class Served:
-    """translator: the model the app serves; engine: its engine ("ct2": the plain endpoints only, no maps and
-    no page); aligned_by: the head of the page's word alignment; info: the model panel (GET /api/info),
+    """translator: the model the app serves; engine: its engine's name (shown by /api/info and /api/health);
+    capabilities: what that engine can do (without attention_maps: the plain endpoints only, no maps, no step
+    view and no page); aligned_by: the head of the page's word alignment; info: the model panel (GET /api/info),
     computed once; executors: the threads the jobs run on, shut down with the app."""
 
     translator: object
     limits: Limits
     engine: str
+    capabilities: Capabilities
     admission: Admission
     batcher: Batcher
     aligned_by: AlignmentHead
@@ -55,11 +58,11 @@ class Served:
 def serve(translator, limits: Limits, alignment: str | None) -> Served:
     """The model behind its queues. alignment: the head of the word alignment the page overlays
     (--alignment-head's forms; None: the last layer's mean), resolved here, once ("best" ranks the heads)."""
-    engine = getattr(translator, "engine", "native")  # ct2: the plain endpoints only (no maps, no page)
-    if alignment and engine != "native":
+    capabilities = translator.backend.capabilities
+    if alignment and not capabilities.attention_maps:
         raise AiaynError("--alignment-head chooses the head of the page's word alignment, which needs the maps "
                          "of --engine native: drop it, or serve with --engine native")
-    aligned_by = alignment_head(translator, alignment) if engine == "native" else DEFAULT_HEAD
+    aligned_by = alignment_head(translator, alignment) if capabilities.attention_maps else DEFAULT_HEAD
     # one thread for every job on this process's model: maps, steps, sampling, and plain batches when the
     # model decodes here; they take turns on it
     pool = ThreadPoolExecutor(max_workers=limits.running, thread_name_prefix="aiayn-decode")
@@ -71,8 +74,8 @@ def serve(translator, limits: Limits, alignment: str | None) -> Served:
     batcher = Batcher(partial(decode_plain, translator, None if batch_pool is pool else pool), batch_pool,
                       max_batch=limits.max_batch, max_work=MAX_BATCH_WORK, max_wait_s=limits.max_wait_s,
                       rejoin_s=limits.rejoin_s, capacity=limits.queued, in_flight=in_flight)
-    info = {**model_info(translator, MAX_SOURCE_TOKENS, MAX_TEXT), "engine": engine}
-    return Served(translator=translator, limits=limits, engine=engine,
+    info = {**model_info(translator, MAX_SOURCE_TOKENS, MAX_TEXT), "engine": capabilities.name}
+    return Served(translator=translator, limits=limits, engine=capabilities.name, capabilities=capabilities,
                   admission=Admission(pool, limits.running + limits.waiting), batcher=batcher,
                   aligned_by=aligned_by, info=info, executors=frozenset({pool, batch_pool}))
 

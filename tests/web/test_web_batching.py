@@ -37,7 +37,7 @@ class Recording:
         self.real, self.fail, self.gate, self.calls = real, fail, threading.Event(), []
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
         self.engine, self.resolve, self.decode_cfg = real.engine, real.resolve, real.decode_cfg
-        self.max_positions = real.max_positions
+        self.max_positions, self.backend = real.max_positions, real.backend
         self.parallel_batches = real.parallel_batches
 
     def translate(self, sentences, *, options, target_prefix=None, **per_sentence):
@@ -391,7 +391,10 @@ def test_ct2_serves_the_plain_endpoints_and_refuses_maps_by_name(ct2_translator)
     assert [t["translation"] for t in r.json()["translations"]] == [t.text for t in ct2_translator.translate(TEXTS,
                                                                                                               beam=2)]
     step = {"source_ids": [5, 3], "target_input_ids": [2], "kind": "cross", "layer": 0, "head": 0, "query": 0}
-    for response in (client.post("/api/translate", json={"text": "nine"}), client.post("/api/step", json=step)):
+    alternatives = {"source_ids": [5, 3], "target_input_ids": [2], "k": 3}
+    trace = {"text": "nine", "attention": False, "trace": True}
+    for response in (client.post("/api/translate", json={"text": "nine"}), client.post("/api/step", json=step),
+                     client.post("/api/alternatives", json=alternatives), client.post("/api/translate", json=trace)):
         assert response.status_code == 400 and "--engine native" in response.json()["error"]
     page = client.get("/")
     assert page.status_code == 404 and "--engine native" in page.json()["error"]

@@ -50,7 +50,7 @@ class Gated:
         self.real, self.burn, self.gate = real, burn, threading.Event()
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
         self.parallel_batches, self.resolve, self.decode_cfg = real.parallel_batches, real.resolve, real.decode_cfg
-        self.max_positions = real.max_positions
+        self.max_positions, self.backend = real.max_positions, real.backend
 
     def translate(self, sentences, *, options, target_prefix=None, **per_sentence):
         deadline = time.monotonic() + 60  # a failing test must not hang
@@ -202,7 +202,7 @@ class Broken:
     def __init__(self, real: Translator):
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
         self.parallel_batches, self.resolve, self.decode_cfg = real.parallel_batches, real.resolve, real.decode_cfg
-        self.max_positions = real.max_positions
+        self.max_positions, self.backend = real.max_positions, real.backend
 
     def translate(self, sentences, *, options, target_prefix=None, **per_sentence):
         raise RuntimeError("secret: /srv/aiayn/internal.py line 42")
@@ -250,7 +250,7 @@ class Largest:
     def __init__(self, real: Translator):
         self.tokenizer, self.model, self.arch, self.model_dir = real.tokenizer, real.model, real.arch, real.model_dir
         self.parallel_batches, self.resolve, self.decode_cfg = real.parallel_batches, real.resolve, real.decode_cfg
-        self.max_positions = real.max_positions
+        self.max_positions, self.backend = real.max_positions, real.backend
         model = real.model
         self.L_enc, self.L_dec = len(model.encoder_layers), len(model.decoder_layers)
         self.H = model.encoder_layers[0].self_attn.n_heads

@@ -1,6 +1,6 @@
 """The page: GET / (static/index.html) and GET /static/NAME (its scripts and style: only the files of static/
-with a type below, fixed when the app is created). With ct2 there is no page (it shows attention maps):
-GET / is a 404 that says so."""
+with a type below, fixed when the app is created). An engine without attention maps (ct2) has no page (it
+shows attention maps): GET / is a 404 that says so."""
 
 from pathlib import Path
 
@@ -40,7 +40,7 @@ class PageFiles(StaticFiles):
 
 def router(served: Served) -> APIRouter:
     routes = APIRouter()
-    if served.engine != "native":
+    if not served.capabilities.attention_maps:
         @routes.get("/")
         def no_page():
             return error(404, NO_PAGE)

@@ -1,5 +1,6 @@
 """POST /api/alternatives {"source_ids", "target_input_ids", "k"}: post-editing, the top-k next tokens at one
-position and the text prefix each makes (aiayn.web.postedit). A job on the model's thread; native engine."""
+position and the text prefix each makes (aiayn.web.postedit). A job on the model's thread; one of the page's
+tools, served beside it, so with an engine that gives attention maps (the native engine)."""
 
 from functools import partial
 
@@ -16,7 +17,7 @@ def router(served: Served) -> APIRouter:
 
     @routes.post("/api/alternatives")  # post-editing: the top-k next tokens at one position (aiayn.web.postedit)
     async def next_tokens(req: AlternativesRequest, request: Request):
-        if served.engine != "native":
+        if not served.capabilities.attention_maps:
             return error(400, NATIVE_ONLY)
         return await answer(request, served.limits.time_limit_s,
                             served.admission.run(partial(alternatives_json, served.translator, req)))

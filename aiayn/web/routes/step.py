@@ -1,6 +1,7 @@
 """POST /api/step: one attention row step by step (the page's step view): one head's q, K, V, the scores,
 the softmax and the weighted sum, and the rest of its layer (aiayn.inspect.steps.qkv, layer_step); for the RNN its
-own step (aiayn.inspect.steps.rnn_step). A job on the model's thread, through the admission gate; native engine."""
+own step (aiayn.inspect.steps.rnn_step). A job on the model's thread, through the admission gate; served beside
+the page, so with an engine that gives attention maps (the native engine)."""
 
 from functools import partial
 
@@ -20,7 +21,7 @@ def router(served: Served) -> APIRouter:
 
     @routes.post("/api/step")
     async def step(req: StepRequest, request: Request):
-        if served.engine != "native":
+        if not served.capabilities.attention_maps:
             return error(400, NATIVE_ONLY)
         return await answer(request, served.limits.time_limit_s,
                             served.admission.run(partial(step_json, served.translator, req)))

@@ -16,7 +16,8 @@
   as many pairs as /api/translate_batch has texts, within the source and output bounds; a job on the model's
   thread, through the admission gate like maps and steps.
 Plain translations are batched (aiayn.web.plain); requests with maps stay single jobs (one map set is
-megabytes of JSON; the page sends one at a time). With ct2, maps answer 400 naming --engine native."""
+megabytes of JSON; the page sends one at a time). With an engine without maps (ct2), maps answer 400 naming
+--engine native."""
 
 from functools import partial
 
@@ -32,7 +33,7 @@ from aiayn.web.served import Served
 
 def router(served: Served) -> APIRouter:
     routes = APIRouter()
-    translator, limits, engine, admission = served.translator, served.limits, served.engine, served.admission
+    translator, limits, engine, admission = served.translator, served.limits, served.capabilities, served.admission
     time_limit_s = limits.time_limit_s
 
     @routes.post("/api/translate")
@@ -42,7 +43,7 @@ def router(served: Served) -> APIRouter:
         if req.diagnostics and not req.attention:
             return await answer(request, time_limit_s, admission.run(partial(diagnosed_json, translator, limits, req)))
         if req.trace:
-            if req.attention or engine != "native":
+            if req.attention or not engine.traces:
                 return error(400, "trace shows the native engine's beam search in plain mode: send \"attention\": "
                                   "false" if req.attention else NATIVE_ONLY)
             return await answer(request, time_limit_s, admission.run(partial(trace_json, translator, limits, req)))
@@ -52,7 +53,7 @@ def router(served: Served) -> APIRouter:
             return await answer(request, time_limit_s, translate_plain(
                 served.batcher, translator, limits, req, [req.text], [req.target_prefix], batch=False,
                 constraints=[req.constraints]))
-        if engine != "native":
+        if not engine.attention_maps:
             return error(400, NATIVE_ONLY)
         return await answer(request, time_limit_s, admission.run(partial(translate_json, translator, limits, req,
                                                                           served.langs, served.aligned_by)))
