@@ -76,7 +76,7 @@ def lr_scheduler(optimizer, schedule: str, *, d_model: int, warmup_steps: int, f
     """noam uses d_model, warmup_steps and factor; inverse_sqrt and constant use peak_lr and warmup_steps;
     linear uses peak_lr, warmup_steps and end_step, the step where the lr reaches 0: a number
     (train.max_steps), or a function read at every update (a run that fits its end to a time budget moves
-    it; see Trainer._fit_end_step)."""
+    it; see aiayn.training.run_end.RunEnd.fit)."""
     end = end_step if callable(end_step) else (lambda: end_step)
     if schedule == "noam":
         def rate(step):

@@ -7,8 +7,6 @@ import contextlib
 import json
 import logging
 import math
-import signal
-import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -16,16 +14,14 @@ from pathlib import Path
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from aiayn.checkpoint import load_trainer_state, read_weights, save_checkpoint
+from aiayn.checkpoint import save_checkpoint
 from aiayn.cpu import prepare_for_cpu
 from aiayn.cpu.dropout import mask_generator
 from aiayn.data.batching import collate, make_batches
 from aiayn.data.corpora import epoch_batches
-from aiayn.data.tokenizer import TOKENIZER_FILES
 from aiayn.device import bf16_is_fast, release_free_heap
 from aiayn.errors import CheckpointError
 from aiayn.io import write_text_atomic
-from aiayn.run_dir import latest_checkpoint, step_checkpoints
 from aiayn.threads import BusyWatch
 from aiayn.training import distributed as D
 from aiayn.training.adam import Adam
@@ -34,11 +30,13 @@ from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, micro_b
 from aiayn.training.progress import Progress, rng_states, set_rng_states, trim_metrics
 from aiayn.training.progress_bar import TrainingBar
 from aiayn.training.pronoun_probe import PronounProbe
+from aiayn.training.resume import last_good_note, read_resume_state, resume_candidates
+from aiayn.training.run_end import RunEnd
 from aiayn.training.run_files import append_line, average_last, interrupted, prune_checkpoints
 from aiayn.training.schedule import lr_scheduler
+from aiayn.training.stop_signals import StopSignals
 
 log = logging.getLogger(__name__)
-FIT_MARGIN = 0.99  # train.fit_steps_to_time plans for 99% of the time left: the pace varies a little
 
 
 class Trainer:
@@ -71,6 +69,7 @@ class Trainer:
         self.optimizer = Adam(params=self.model.parameters(), lr=0.0, betas=tuple(self.tc.adam_betas),
                               eps=self.tc.adam_eps)  # §5.3; the schedule sets lr
         self.progress = Progress()  # before the scheduler, which reads progress.end_step (see _end_step)
+        self.run_end = RunEnd(tc=self.tc, dist=self.dist)  # when the run ends: steps, time, early stopping
         self.scheduler = lr_scheduler(self.optimizer, self.tc.schedule, d_model=cfg.model.d_model,
                                       warmup_steps=self.tc.warmup_steps, factor=self.tc.lr_factor, peak_lr=self.tc.lr,
                                       end_step=self._end_step)
@@ -79,42 +78,13 @@ class Trainer:
         if self.tc.ema_decay > 0:
             self.ema = {k: v.detach().clone().float() for k, v in self.model.state_dict().items()}
         self._step_rng = rng_states()
-        self._signal = None  # name of the first SIGINT/SIGTERM received: stop after this step
-        self._in_update, self._abort_pending = False, False
+        self.signals = StopSignals(dist=self.dist)  # the first SIGINT/SIGTERM: stop after this step
         self.stop_reason, self.resumed_from = "", None
-        # this process's clock: where train() started it, at which step, and when max_minutes ends it
-        self._clock_start, self._first_step, self._deadline = time.monotonic(), 0, math.inf
         self._batches, self._batches_epoch = [], None  # this epoch's batch list, built once per epoch
         self._valid_batches = make_batches(valid_examples, self.tc.max_tokens, seed=0, epoch=0)
         self.tensorboard = None  # train.tensorboard: a TensorBoardLog (training/tensorboard_log.py), set by prepare_run
         self.timeline = None  # train.attention_timeline: a training/timeline.py AttentionTimeline, set by prepare_run
         self.threads = None  # aiayn.threads.ThreadChoice, set by prepare_run; a chosen one follows others' load
-
-    def _on_signal(self, signum, frame):
-        """First SIGINT (Ctrl-C) or SIGTERM (sent by schedulers and `timeout`): finish the current step,
-        save, stop. A second one stops at once, but never inside an update (see _update_unit)."""
-        if self._signal is None:
-            self._signal = signal.Signals(signum).name
-        elif self._in_update:
-            self._abort_pending = True
-        else:
-            raise KeyboardInterrupt
-
-    @contextlib.contextmanager
-    def _update_unit(self):
-        """The optimizer update, the step counter and the saved RNG state change together or not at all:
-        a second signal arriving in between is held until the unit is complete."""
-        self._in_update = True
-        try:
-            yield
-        finally:
-            self._in_update = False
-        if self._abort_pending:
-            raise KeyboardInterrupt
-
-    def _stop_requested(self) -> bool:
-        # every process must agree, or the others would wait for it in the next all-reduce
-        return D.all_reduce_sum([float(self._signal is not None)], self.dist)[0] > 0
 
     # ---- persistence -------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -124,23 +94,14 @@ class Trainer:
     def resume(self, checkpoint: Path) -> None:
         """Restore weights, optimizer, schedule, progress and RNG from one checkpoint; everything is read
         (and checked) before anything is changed, so a damaged checkpoint leaves the trainer as it was."""
-        state = load_trainer_state(checkpoint)
-        weights, _ = read_weights(checkpoint / "model.safetensors")
-        ema = read_weights(checkpoint / "ema.safetensors")[0] if self.ema is not None and \
-            (checkpoint / "ema.safetensors").exists() else None
-        missing = {"optimizer", "scheduler", "progress", "rng"} - set(state if isinstance(state, dict) else ())
-        if missing:
-            raise CheckpointError(f"{checkpoint}: trainer_state.pt lacks {sorted(missing)}")
-        step = state["progress"].get("step")
-        if step != int(checkpoint.name[5:]):
-            raise CheckpointError(f"{checkpoint}: trainer_state.pt is for step {step}, not this checkpoint's")
-        self._check_tokenizer_files(checkpoint)
-        self.model.load_state_dict(weights, strict=False)
+        found = read_resume_state(checkpoint, tokenizer=self.tokenizer, out=self.out, with_ema=self.ema is not None)
+        state = found.state
+        self.model.load_state_dict(found.weights, strict=False)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.progress = Progress(**state["progress"])
-        if ema is not None:
-            self.ema = ema
+        if found.ema is not None:
+            self.ema = found.ema
         set_rng_states(state["rng"])
         self._step_rng = state["rng"]
         if self.dist.is_main:
@@ -148,22 +109,10 @@ class Trainer:
         self.resumed_from = checkpoint
         log.info("resumed from %s at step %d", checkpoint, self.progress.step)
 
-    def _check_tokenizer_files(self, checkpoint: Path) -> None:
-        """Each tokenizer file the checkpoint holds (tokenizer.model, or source.spm, vocab.json, ...) must
-        be the run's own."""
-        ours = self.tokenizer.files()
-        for name in TOKENIZER_FILES:
-            file = checkpoint / name
-            if file.exists() and file.read_bytes() != ours.get(name):
-                raise CheckpointError(f"{checkpoint}: its {name} differs from the run's tokenizer "
-                                      f"({self.out}/{self.tokenizer.name})")
-
     def resume_run(self) -> None:
         """Continue from the newest complete checkpoint of the output directory (the one `latest` names;
         if it is damaged, the one before it, with a warning). Nothing to resume: start fresh."""
-        latest = latest_checkpoint(self.out)
-        older = [p for p in reversed(step_checkpoints(self.out)) if p != latest]
-        candidates = ([latest] if latest is not None else []) + older
+        candidates = resume_candidates(self.out)
         for checkpoint in candidates:
             try:
                 self.resume(checkpoint)
@@ -174,17 +123,6 @@ class Trainer:
             raise CheckpointError(f"{self.out}: none of its {len(candidates)} checkpoints can be resumed from "
                                   f"(see the warnings); use a new --out")
 
-    def _intact(self) -> str:
-        """What a checkpoint that could not be written leaves, in its error: the last good one."""
-        name = ""
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            name = (self.out / "latest").read_text(encoding="utf-8").strip()
-        latest = self.out / "checkpoints" / name
-        if name and latest.is_dir():
-            return f"training stopped; the last good checkpoint, {latest}, is intact: free space and resume with " \
-                   f"the same command"
-        return "training stopped before its first checkpoint: free space and run the same command again"
-
     def save(self, interrupted_by: str = "") -> Path | None:
         """A checkpoint of this step; interrupted_by (a signal's name) marks one saved between two
         train.save_every steps, which stays out of the average (aiayn/training/run_files.py)."""
@@ -193,7 +131,8 @@ class Trainer:
         path = self.out / "checkpoints" / f"step_{self.progress.step:08d}"
         info = {"step": self.progress.step, "epoch": self.progress.epoch}
         save_checkpoint(path, self.model, self.cfg, self.tokenizer, self.state_dict(), self.ema,
-                        {**info, "interrupted": interrupted_by} if interrupted_by else info, intact=self._intact())
+                        {**info, "interrupted": interrupted_by} if interrupted_by else info,
+                        intact=last_good_note(self.out))
         write_text_atomic(self.out / "latest", path.name + "\n", follow_links=False)
         prune_checkpoints(self.out, path, keep=max(self.tc.keep_last, self.tc.average_last))
         return path
@@ -257,7 +196,7 @@ class Trainer:
         return sum(r[0] for r in results), sum(r[1] for r in results), total_tokens
 
     def _apply_update(self, group_size: int) -> None:
-        """One optimizer update and the progress that records it: called inside _update_unit."""
+        """One optimizer update and the progress that records it: called inside signals.update_unit()."""
         if self.tc.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)
         self.optimizer.step()
@@ -307,9 +246,10 @@ class Trainer:
         metrics = self.validate()
         if self.timeline is not None and self.dist.is_main:
             self.timeline.record(self.model, self.progress.step)
-        with self._update_unit():
+        with self.signals.update_unit():
             if self.tc.fit_steps_to_time:
-                metrics["end_step"] = self._fit_end_step()
+                metrics["end_step"] = self.run_end.fit(self.progress)
+                self.scheduler.refresh()  # the next update's lr already from the new end
             self._after_validation(metrics)
             self._log(metrics, bar)
             self.progress.pending_validation = False
@@ -348,32 +288,9 @@ class Trainer:
             bar.write(f"step {record['step']} | valid loss (label-smoothed) {record['valid_loss']:.3f} | "
                       f"nll {record['valid_nll']:.3f} | ppl exp(nll) {record['valid_ppl']:.2f}{bleu}{end}")
 
-    # ---- the end of the run ----------------------------------------------------------------------
     def _end_step(self) -> int:
-        """The step where the run ends and a linear schedule reaches lr 0: train.max_steps, or the earlier
-        step that train.fit_steps_to_time chose."""
-        end = self.progress.end_step
-        return min(end, self.tc.max_steps) if end else self.tc.max_steps
-
-    def _fit_end_step(self) -> int:
-        """train.fit_steps_to_time, after a validation: the last step that fits in the time left at this
-        process's pace so far (validations included, so the ones to come are paid for), one figure for all
-        processes, never before this step nor past train.max_steps. The next update already takes the lr of
-        the new end (the scheduler set it before this validation). Returns the new end."""
-        p, now = self.progress, time.monotonic()
-        steps = p.step - self._first_step
-        if steps <= 0 or p.step >= self._end_step():  # nothing timed yet (a redone validation), or the end
-            return self._end_step()
-        seconds_per_step, seconds_left = (x / self.dist.world_size for x in D.all_reduce_sum(
-            [(now - self._clock_start) / steps, self._deadline - now], self.dist))
-        fits = int(FIT_MARGIN * max(seconds_left, 0.0) / max(seconds_per_step, 1e-9))
-        p.end_step = max(p.step, min(self.tc.max_steps, p.step + fits))
-        if p.end_step <= self.tc.warmup_steps:
-            log.warning("only %d steps fit in train.max_minutes=%g: the run ends within the lr warmup "
-                        "(train.warmup_steps=%d), before any decay", p.end_step, self.tc.max_minutes,
-                        self.tc.warmup_steps)
-        self.scheduler.refresh()  # the next update's lr already from the new end
-        return p.end_step
+        """The step where the run ends (aiayn.training.run_end): the scheduler's end of a linear decay."""
+        return self.run_end.end_step(self.progress)
 
     # ---- the loop --------------------------------------------------------------------------------
     def _next_group(self):
@@ -388,30 +305,6 @@ class Trainer:
             p.epoch, p.batch_index = p.epoch + 1, 0
         return None
 
-    def _stop_reason(self) -> str:
-        p, tc, end = self.progress, self.tc, self._end_step()
-        if p.stopped_early:
-            return f"early stopping: {tc.patience} validations without improvement"
-        if p.step >= end and end < tc.max_steps:
-            return (f"reached step {p.step}, the end of the linear decay that train.fit_steps_to_time chose to fit "
-                    f"train.max_minutes={tc.max_minutes:g} (last lr {self.last_lr:.2e})")
-        if p.step >= tc.max_steps:
-            return f"reached train.max_steps={tc.max_steps}"
-        # every process must agree (one that stopped alone would leave the others waiting in an all-reduce)
-        if self._deadline < math.inf and \
-                D.all_reduce_sum([float(time.monotonic() >= self._deadline)], self.dist)[0] > 0:
-            return f"reached train.max_minutes={tc.max_minutes:g}" + self._cut_decay_note(end)
-        return ""
-
-    def _cut_decay_note(self, end: int) -> str:
-        """What a time stop left undone of a linear decay, and what to change."""
-        if self.tc.schedule != "linear":
-            return ""
-        note = f" before step {end}, where train.schedule=linear reaches lr 0 (last lr {self.last_lr:.2e}); "
-        if self.tc.fit_steps_to_time:  # the pace fell after the last fit
-            return note + "validate more often (train.eval_every) so that the end is fitted closer to the deadline"
-        return note + "lower train.max_steps to what fits in the time, or set train.fit_steps_to_time=true"
-
     def train(self) -> Path:
         """Train until max_steps, max_epochs, max_minutes, early stopping or a signal; returns the output
         directory. self.stop_reason says which; after SIGINT/SIGTERM self.stopped_by_signal names it."""
@@ -421,17 +314,14 @@ class Trainer:
         bar = TrainingBar(max_steps=tc.max_steps, step=p.step, max_minutes=tc.max_minutes, enabled=self.dist.is_main)
         window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "start": time.perf_counter()}
         self._started = window["start"]  # wall time of this process (a resumed run counts from its resume)
-        self._clock_start, self._first_step = time.monotonic(), p.step
-        self._deadline = self._clock_start + tc.max_minutes * 60 if tc.max_minutes > 0 else math.inf
-        in_main_thread = threading.current_thread() is threading.main_thread()
-        handled = (signal.SIGINT, signal.SIGTERM)
-        previous = {s: signal.signal(s, self._on_signal) for s in handled} if in_main_thread else {}
+        self.run_end.start(p.step)
+        self.signals.install()
         watch = self._busy_watch()
         try:
             if p.pending_validation:  # a second signal ended the last run inside this step's validation
                 self._validate_step(bar)
             while True:
-                self.stop_reason = self._stop_reason()
+                self.stop_reason = self.run_end.stop_reason(p, self.last_lr)
                 if self.stop_reason:
                     break
                 group = self._next_group()
@@ -441,7 +331,7 @@ class Trainer:
                 self._step_rng = rng_states()  # what a resume from this step boundary restores
                 with D.peer_failures(self.dist):  # DDP's gradient all-reduce: a node gone is one line
                     loss, nll, tokens = self.train_step(group)
-                with self._update_unit():  # the update and its log row: both or neither
+                with self.signals.update_unit():  # the update and its log row: both or neither
                     self._apply_update(len(group))
                     window["loss"] += loss
                     window["nll"] += nll
@@ -456,20 +346,20 @@ class Trainer:
                     self._validate_step(bar)
                 if p.step % tc.save_every == 0:
                     self.save()
-                if self._stop_requested():
-                    self.stop_reason = f"{self._signal or 'a signal in another process'}: saved, stopping"
-                    bar.write(f"{self.stop_reason.split(':')[0]}: saving a checkpoint at step {p.step}")
+                if self.signals.requested():
+                    by = self.signals.received or "a signal in another process"
+                    self.stop_reason = f"{by}: saved, stopping"
+                    bar.write(f"{by}: saving a checkpoint at step {p.step}")
                     if p.step % tc.save_every:
-                        self.save(interrupted_by=self._signal or "a signal in another process")
+                        self.save(interrupted_by=by)
                     return self.out
         except KeyboardInterrupt:
             bar.write(f"interrupted: saving a checkpoint at step {p.step}")
-            self.save(interrupted_by=(self._signal or "SIGINT") if p.step % tc.save_every else "")
+            self.save(interrupted_by=(self.signals.received or "SIGINT") if p.step % tc.save_every else "")
             raise
         finally:
             bar.close()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+            self.signals.restore()
         self._finish()
         return self.out
 
@@ -482,7 +372,7 @@ class Trainer:
 
     @property
     def stopped_by_signal(self) -> str | None:
-        return self._signal
+        return self.signals.received
 
     def _log_window(self, window: dict, bar) -> None:
         elapsed = time.perf_counter() - window["start"]

@@ -147,12 +147,12 @@ def test_fit_steps_to_time_resumes_from_its_end_and_reads_older_checkpoints(tmp_
     del progress["end_step"]
     assert trainer_module.Progress(**progress).end_step == 0  # 0: the decay ends at train.max_steps
     frozen = prepare_run(small_config(*extra), tmp_path / "frozen")
-    frozen._clock_start, frozen._deadline, frozen.progress.step = clock["now"], clock["now"] + 60, 2
-    assert frozen._fit_end_step() == 12  # 0 s a step so far: everything fits, up to max_steps
+    frozen.run_end.clock_start, frozen.run_end.deadline, frozen.progress.step = clock["now"], clock["now"] + 60, 2
+    assert frozen.run_end.fit(frozen.progress) == 12  # 0 s a step so far: everything fits, up to max_steps
     late = prepare_run(small_config(*extra), tmp_path / "late")
-    late._clock_start, late._deadline, late.progress.step = clock["now"] - 60, clock["now"] + 10, 2
-    with caplog.at_level("WARNING", logger="aiayn.training.trainer"):
-        assert late._fit_end_step() == 2  # 30 s a step, 10 s left: nothing more fits, inside the warmup
+    late.run_end.clock_start, late.run_end.deadline, late.progress.step = clock["now"] - 60, clock["now"] + 10, 2
+    with caplog.at_level("WARNING", logger="aiayn.training.run_end"):
+        assert late.run_end.fit(late.progress) == 2  # 30 s a step, 10 s left: nothing more fits, inside the warmup
     assert "ends within the lr warmup" in caplog.text
 
 
