@@ -47,6 +47,18 @@ class Translation:
         return translation_html(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Prepared:
+    """Sentences ready for a search (Translator.prepare): results, a blank Translation per sentence (a blank
+    line stays one); filled, the indices of the non-blank sentences; sources, their source ids with </s>;
+    truncated, per source whether it was cut to the model's positions."""
+
+    results: list[Translation]
+    filled: list[int]
+    sources: list[list[int]]
+    truncated: list[bool]
+
+
 def check_sentences(sentences, what: str = "sentence") -> None:
     """A list of text strings, each encodable as UTF-8 (argv and JSON can carry lone surrogates from
     bytes that were not UTF-8). what: how an error names one of them."""
@@ -196,11 +208,12 @@ class Translator:
         self._check_constraints(constraints, len(sentences), options)
         if target_prefix is not None and options.sampling is not None:
             raise AiaynError("sampling draws one translation per sentence: drop target_prefix")
-        results, filled, sources, truncated = self.prepare(sentences)
+        prepared = self.prepare(sentences)
+        results, filled, sources = prepared.results, prepared.filled, prepared.sources
         prefixes = self._prefix_ids(target_prefix, filled, options.max_output_len)
         wanted = self._constraint_ids(constraints, filled, prefixes, options.max_output_len)
         for i, hyps in enumerate(self._search(options, sources, prefixes, wanted)):
-            results[filled[i]] = self._result(hyps, sources[i], options.return_attention, truncated[i])
+            results[filled[i]] = self._result(hyps, sources[i], options.return_attention, prepared.truncated[i])
             results[filled[i]].constraints_met = hyps[0].unmet == 0
         self._mark_limits(results, filled, sources, prefixes, options, wanted)
         return results
@@ -219,7 +232,8 @@ class Translator:
         self._check_constraints(None if constraints is None else [constraints], 1, options)
         check_sentences([sentence])
         check_prefixes(None if target_prefix is None else [target_prefix], 1)
-        _, filled, sources, _ = self.prepare([sentence])
+        prepared = self.prepare([sentence])
+        filled, sources = prepared.filled, prepared.sources
         if not filled:
             raise AiaynError("the sentence is blank: give some text to trace")
         prefix = self._prefix_ids(None if target_prefix is None else [target_prefix], filled, options.max_output_len)
@@ -233,7 +247,7 @@ class Translator:
         """The checks translate() makes of constraints, before any search (the server makes them before it
         queues texts); options: resolved (self.resolve)."""
         self._check_constraints(constraints, len(sentences), options)
-        _, filled, _, _ = self.prepare(sentences)
+        filled = self.prepare(sentences).filled
         prefixes = self._prefix_ids(target_prefix if any(target_prefix or []) else None, filled, options.max_output_len)
         self._constraint_ids(constraints, filled, prefixes, options.max_output_len)
 
@@ -306,17 +320,16 @@ class Translator:
                                  f"{max_output_len} tokens with </s>: shorten it")
         return ids
 
-    def prepare(self, sentences: list[str]):
-        """-> (results: a blank Translation per sentence, indices of the non-blank ones, their source ids
-        with </s>, whether each was cut to the model's positions). A blank line translates to a blank line:
-        the model would invent a sentence for a lone </s>."""
+    def prepare(self, sentences: list[str]) -> Prepared:
+        """The sentences encoded for a search (Prepared). A blank line translates to a blank line: the model
+        would invent a sentence for a lone </s>."""
         tok, limit = self.tokenizer, self.max_positions
         results = [Translation(text="", score=0.0, tokens=[], src_tokens=[], n_best=[("", 0.0)]) for _ in sentences]
         filled = [i for i, s in enumerate(sentences) if s.strip()]
         sources = encode_sources(tok, [sentences[i] for i in filled])
         truncated = [len(s) > limit for s in sources]
         sources = [s[: limit - 1] + [tok.eos_id] if cut else s for s, cut in zip(sources, truncated)]
-        return results, filled, sources, truncated
+        return Prepared(results=results, filled=filled, sources=sources, truncated=truncated)
 
     def score(self, sources: list[str], targets: list[str], options: DecodeOptions | None = None,
               **overrides) -> list[Score]:
