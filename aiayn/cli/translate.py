@@ -123,33 +123,13 @@ def _json_line(result, n_best: int, alignment: str | None) -> str:
 def cmd_translate(args) -> int:
     from aiayn.data.corpus import iter_stream_lines, read_lines
     from aiayn.decoding.options import options_from_args
-    from aiayn.decoding.registry import capabilities_of
     from aiayn.errors import AiaynError
     from aiayn.inspect.quality.diagnostics import translate_diagnosed
     from aiayn.io import write_output_file
 
     options = options_from_args(args)  # option clashes first: before a model is loaded (or exported)
-    engine = capabilities_of(args.engine)
-    _check_diagnostics(args)
-    if args.sample and args.target_prefix is not None:
-        raise AiaynError("--sample draws one translation per sentence: drop --target-prefix")
-    if args.constraints is not None and (args.sample or not engine.constraints):
-        raise AiaynError("--sample draws one translation per sentence: drop --constraints" if args.sample else
-                         "--constraints needs the native engine (--engine native): CTranslate2 has no lexical "
-                         "constraints, only a target prefix")
-    if args.constraints is not None and args.diagnostics:
-        raise AiaynError("--diagnostics reads the maps of an unconstrained search: drop --constraints or --diagnostics")
+    _check_translate_flags(args)
     constraints = _read_constraints(args.constraints) if args.constraints else None
-    if args.alignment and args.n_best != 1:
-        raise AiaynError(f"--alignment comes from the best hypothesis's attention: use it with --n-best 1, "
-                         f"not {args.n_best}")
-    if (args.alignment and not engine.attention_maps) or (args.sample and not engine.sampling):
-        raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} needs the native engine "
-                         f"(--engine native): the {args.engine} engine gives neither aiayn's attention maps nor its "
-                         f"sampling")
-    if args.workers > 1 and not engine.maps_in_workers and (args.alignment or args.sample):
-        raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} decodes in this process (the maps and "
-                         f"the samples come from its model): drop --workers {args.workers}")
     prefixes = read_lines(args.target_prefix, allow_empty=True) if args.target_prefix else None
     # with --compile a bad file fails before the model compiles (tens of seconds); else after a bad model
     lines = read_lines(args.input, allow_empty=True) if args.input and args.compile else None
@@ -197,11 +177,46 @@ def cmd_translate(args) -> int:
         else:
             sys.stdout.write(text)
         return 0
+    return _interactive(translator, decode, render)
+
+
+def _check_translate_flags(args) -> None:
+    """The combinations of translate's flags that cannot work with each other or with --engine's capabilities,
+    refused before a model is loaded (or exported)."""
+    from aiayn.decoding.registry import capabilities_of
+    from aiayn.errors import AiaynError
+
+    engine = capabilities_of(args.engine)
+    _check_diagnostics(args)
+    if args.sample and args.target_prefix is not None:
+        raise AiaynError("--sample draws one translation per sentence: drop --target-prefix")
+    if args.constraints is not None and (args.sample or not engine.constraints):
+        raise AiaynError("--sample draws one translation per sentence: drop --constraints" if args.sample else
+                         "--constraints needs the native engine (--engine native): CTranslate2 has no lexical "
+                         "constraints, only a target prefix")
+    if args.constraints is not None and args.diagnostics:
+        raise AiaynError("--diagnostics reads the maps of an unconstrained search: drop --constraints or --diagnostics")
+    if args.alignment and args.n_best != 1:
+        raise AiaynError(f"--alignment comes from the best hypothesis's attention: use it with --n-best 1, "
+                         f"not {args.n_best}")
+    if (args.alignment and not engine.attention_maps) or (args.sample and not engine.sampling):
+        raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} needs the native engine "
+                         f"(--engine native): the {args.engine} engine gives neither aiayn's attention maps nor its "
+                         f"sampling")
+    if args.workers > 1 and not engine.maps_in_workers and (args.alignment or args.sample):
+        raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} decodes in this process (the maps and "
+                         f"the samples come from its model): drop --workers {args.workers}")
+
+
+def _interactive(translator, decode, render) -> int:
+    """stdin answered line by line, each as it comes (decode(lines, first_line), render(result) -> its text)."""
+    from aiayn.data.corpus import iter_stream_lines
+
     if sys.stdin.isatty():
         print(f"model {translator.model_dir} loaded; type a sentence and press Enter "
               f"(Ctrl-D to end)", file=sys.stderr)
     try:
-        for number, line in enumerate(iter_stream_lines(sys.stdin.buffer), start=1):  # answer each as it comes
+        for number, line in enumerate(iter_stream_lines(sys.stdin.buffer), start=1):
             result = decode([line], number - 1)[0]
             warn_truncated([result], f"<stdin> line {number}")
             warn_input(translator, [line], [result], "<stdin>", first=number)

@@ -299,6 +299,17 @@ def _new_model(cfg, init: InitModel | None):
     return model
 
 
+def _run_fingerprint(data, out: Path) -> tuple[str, str | None]:
+    """(the training and validation data's fingerprint, the data files' own): the files' hash, when they are
+    the same as when this run last started, saves reading every pair again."""
+    files_sha256 = files_fingerprint(data)
+    saved = _read_marker(out) if out.is_dir() else {}
+    if files_sha256 is not None and saved.get("files_sha256") == files_sha256 and saved.get("data_sha256"):
+        return saved["data_sha256"], files_sha256  # the same bytes as when this run last started
+    # streamed, as the corpus is; the whole validation set, so that data.max_valid_pairs does not change it
+    return data_fingerprint(iter_pairs(data, "train"), iter_pairs(data, "valid")), files_sha256
+
+
 def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", init_from: str | Path | None = None,
                 overrides: list[str] = (), threads: ThreadChoice | None = None) -> Trainer:
     """bleu_factory(tokenizer, valid_pairs, cfg) -> (model -> dev BLEU), supplied by the caller.
@@ -323,13 +334,7 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     valid_pairs = _validation_pairs(cfg.data)
     if dist.is_main:  # held-out sentences trained on make dev and test scores overstate the model
         warn_held_out_in_training(cfg.data)
-    files_sha256 = files_fingerprint(cfg.data)
-    saved = _read_marker(out) if out.is_dir() else {}
-    if files_sha256 is not None and saved.get("files_sha256") == files_sha256 and saved.get("data_sha256"):
-        fingerprint = saved["data_sha256"]  # the same bytes as when this run last started
-    else:
-        # streamed, as below; the whole validation set, so that data.max_valid_pairs does not change it
-        fingerprint = data_fingerprint(iter_pairs(cfg.data, "train"), iter_pairs(cfg.data, "valid"))
+    fingerprint, files_sha256 = _run_fingerprint(cfg.data, out)
     out.mkdir(parents=True, exist_ok=True)
     lock = lock_run(out) if dist.is_main else None
     if dist.is_main:
