@@ -329,7 +329,7 @@ def _check_schedule(train: TrainConfig) -> None:
 def _check_lengths(cfg: ExperimentConfig) -> None:
     """Training pairs of up to data.max_len tokens get <s> or </s> added: the model needs data.max_len + 1
     positions (a Transformer's position table, a location score's output size), else training crashes."""
-    has_positions = cfg.model.arch == "transformer" or cfg.model.score == "location"
+    has_positions = cfg.model.max_positions is not None or cfg.model.score == "location"
     if has_positions and cfg.data.max_len >= cfg.model.max_len:
         raise FieldError(("data.max_len", "model.max_len", "model.arch"), f"data.max_len={cfg.data.max_len} "
                          f"must be < model.max_len={cfg.model.max_len} (sentences get <s> or </s> added); lower "
