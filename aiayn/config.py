@@ -126,9 +126,8 @@ class TrainConfig:
         pronoun_probe: the coreference task only: weight of an auxiliary loss that asks the encoder's output
             at "it" to predict the German pronoun (aiayn/training/pronoun_probe.py; it supervises no attention);
             0 = off.
-        num_threads: torch CPU threads (0 = chosen: the CPUs this process may use, by its affinity and a
-            container's CPU quota, less those other processes keep busy, re-chosen as they come and go;
-            aiayn/threads.py).
+        num_threads: torch CPU threads (0 = the CPUs this process may use: its affinity mask and a
+            container's CPU quota; aiayn/threads.py).
         micro_batch_workers: CPU data parallelism in one process: each micro-batch is dealt into this many
             shares, run side by side in as many worker threads, each with num_threads / micro_batch_workers
             torch threads (0 = the whole micro-batch in the training thread; aiayn/training/micro_batches.py

@@ -1,29 +1,26 @@
-"""How many torch threads a run uses: the CPUs this process may really use (its affinity mask and a
-container's CPU quota, cgroup v2 `cpu.max` or v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), less the cores
-other processes keep busy. One function, choose_threads, for every command; an explicit count
-(train.num_threads, serve --threads) or OMP_NUM_THREADS wins.
+"""How many torch threads a run uses, and how they wait: the CPUs this process may really use (its affinity
+mask and a container's CPU quota, cgroup v2 `cpu.max` or v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), one
+function, choose_threads, for every command; an explicit count (train.num_threads, serve --threads) or
+OMP_NUM_THREADS wins. Threads that wait for work sleep (wait_passively), so cores shared with other
+processes slow a run down in proportion instead of stalling it.
 
-Why the busy cores count: torch splits each operation evenly over its OpenMP threads and waits for the
-last one, so a thread that shares a core with another CPU-bound process holds every step up by the
-scheduler's time slices. Beside one busy Python loop on a 2-core machine, `aiayn demo` with torch's
-default 2 threads took several times as long as with 1 thread (BENCHMARKS.md, shared CPU)."""
+Measured beside other processes on a 2-core machine (BENCHMARKS.md, shared CPU): what stalled a run was
+OpenMP's spinning, not the thread count. With threads that sleep, 2 threads beside a busy process finished
+sooner than 1 (the scheduler shares 2 cores among 3 threads, so a run of 2 gets more than one core's
+worth), so the count is not lowered for busy cores."""
 
 import math
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-BUSY_SAMPLE_S = 0.25  # long enough to see a CPU-bound process (25 scheduler ticks at 100 Hz), short beside a run
-BUSY_CORE = 0.5  # another process's use, in cores, from which a core counts as taken
 
 
 @dataclass(frozen=True)
 class ThreadChoice:
     threads: int
-    why: str  # "" when it is the default: every usable CPU, none busy
-    usable: int = 0  # > 0: chosen here from this many usable CPUs (not given), so it may be re-chosen
+    why: str  # "" when it is the default: every CPU of the machine
 
     def line(self) -> str:
         return f"threads: {self.threads}" + (f" ({self.why})" if self.why else "")
@@ -88,77 +85,16 @@ def usable_cpus(affinity: set[int] | None = None, quota: float | None = None) ->
     return count, why
 
 
-def _cpu_times(cpus: set[int] | None, stat: str) -> tuple[int, int]:
-    """(busy, total) clock ticks of the given CPUs (all when None) from /proc/stat's text."""
-    busy = total = 0
-    for line in stat.splitlines():
-        name, *fields = line.split()
-        if not name.startswith("cpu") or name == "cpu" or (cpus is not None and int(name[3:]) not in cpus):
-            continue
-        ticks = [int(x) for x in fields[:8]]  # user nice system idle iowait irq softirq steal
-        total += sum(ticks)
-        busy += sum(ticks) - ticks[3] - ticks[4]
-    return busy, total
-
-
-def _own_ticks() -> int:
-    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime of every thread of this process
-
-
-def cpu_sample(cpus: set[int] | None) -> tuple[int, int, int] | None:
-    """(busy, total, own) clock ticks now: our CPUs' busy and total time and this process's own; None
-    where /proc cannot be read (not Linux)."""
-    try:
-        return *_cpu_times(cpus, Path("/proc/stat").read_text()), _own_ticks()
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def others_between(before, after, n: int) -> float:
-    """Cores other processes kept busy between two cpu_sample()s of n CPUs (this process's time out)."""
-    if before is None or after is None or after[1] <= before[1]:
-        return 0.0
-    return max(0.0, (after[0] - before[0]) - (after[2] - before[2])) / (after[1] - before[1]) * n
-
-
-def others_busy_cores(cpus: set[int] | None, sample_s: float = BUSY_SAMPLE_S) -> float:
-    """Cores that other processes kept busy on our CPUs over sample_s seconds; 0.0 where /proc/stat
-    cannot be read (not Linux)."""
-    before = cpu_sample(cpus)
-    time.sleep(sample_s)
-    return others_between(before, cpu_sample(cpus), _count(cpus))
-
-
-def _count(cpus: set[int] | None) -> int:
-    return len(cpus) if cpus is not None else (os.cpu_count() or 1)
-
-
-def threads_beside(usable: int, others: float) -> int:
-    """Usable CPUs less those others keep busy (a core counts from BUSY_CORE of one), at least 1."""
-    return usable - max(0, min(usable - 1, math.floor(others + 1 - BUSY_CORE)))
-
-
-def _busy_why(others: float, usable: int, source: str) -> str:
-    return f"other processes keep {others:.1f} of {usable} usable CPUs busy; {source} sets it"
-
-
-def choose_threads(explicit: int = 0, source: str = "train.num_threads", probe_busy: bool = True) -> ThreadChoice:
+def choose_threads(explicit: int = 0, source: str = "train.num_threads") -> ThreadChoice:
     """The thread count for this process: `explicit` (> 0) as given, else OMP_NUM_THREADS as torch read
-    it, else the usable CPUs less those other processes keep busy (at least 1)."""
+    it, else the CPUs this process may use."""
     if explicit > 0:
         return ThreadChoice(explicit, f"{source}={explicit}")
     if os.environ.get("OMP_NUM_THREADS", "").strip():
         import torch
 
         return ThreadChoice(torch.get_num_threads(), f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS'].strip()}")
-    affinity = affinity_cpus()
-    usable, why = usable_cpus(affinity, cgroup_cpu_limit())
-    if usable > 1 and probe_busy:
-        others = others_busy_cores(affinity)
-        if threads_beside(usable, others) < usable:
-            return ThreadChoice(threads_beside(usable, others), _busy_why(others, usable, source), usable)
-    return ThreadChoice(usable, why, usable)
+    return ThreadChoice(*usable_cpus(affinity_cpus(), cgroup_cpu_limit()))
 
 
 def apply_threads(choice: ThreadChoice) -> ThreadChoice:
@@ -191,29 +127,3 @@ def limit_to_usable() -> None:
     if torch.get_num_threads() > usable:
         torch.set_num_threads(usable)
 
-
-class BusyWatch:
-    """Re-chooses a chosen (not given) thread count while a run goes on, as other processes come and go:
-    from /proc/stat between two checks, no waiting. check() every step; it looks every every_s seconds and
-    returns the new choice when the count changed."""
-
-    def __init__(self, choice: ThreadChoice, source: str = "train.num_threads", every_s: float = 10.0,
-                 clock=time.monotonic):
-        self.choice, self.source, self.every_s, self.clock = choice, source, every_s, clock
-        self.cpus = affinity_cpus()
-        self.enabled = choice.usable > 1
-        self.last_time, self.last = clock(), cpu_sample(self.cpus) if self.enabled else None
-
-    def check(self) -> ThreadChoice | None:
-        if not self.enabled or self.clock() - self.last_time < self.every_s:
-            return None
-        now = cpu_sample(self.cpus)
-        others = others_between(self.last, now, _count(self.cpus))
-        self.last_time, self.last = self.clock(), now
-        usable = self.choice.usable
-        threads = threads_beside(usable, others)
-        if threads == self.choice.threads:
-            return None
-        why = _busy_why(others, usable, self.source) if threads < usable else "the other processes' load is gone"
-        self.choice = apply_threads(ThreadChoice(threads, why, usable))
-        return self.choice

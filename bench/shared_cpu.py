@@ -16,10 +16,9 @@ import time
 from pathlib import Path
 
 VARIANTS = {  # name: (extra --set items, extra environment)
-    "chosen (default)": ([], {}),
+    "default (threads sleep while waiting)": ([], {}),
     # an OMP_WAIT_POLICY libgomp does not know is its default (spin, then sleep), as before aiayn set PASSIVE
     "2 threads, spinning": (["train.num_threads=2"], {"OMP_WAIT_POLICY": "default"}),
-    "2 threads, passive": (["train.num_threads=2"], {}),
     "1 thread": (["train.num_threads=1"], {}),
 }
 

@@ -1,4 +1,4 @@
-"""The thread count a run chooses: affinity and CPU quotas (fake cgroup files), busy cores, and what wins."""
+"""The thread count a run chooses: affinity and CPU quotas (fake cgroup files), and what wins; waiting threads sleep."""
 
 import pytest
 
@@ -43,14 +43,6 @@ def test_usable_cpus_is_the_smallest_of_machine_affinity_and_quota(monkeypatch):
     assert usable_cpus({0, 1}, 4.0) == (2, "the affinity mask allows 2 of 8 CPUs")
 
 
-def test_cpu_times_count_only_our_cpus():
-    stat = ("cpu  10 0 10 100 0 0 0 0 0 0\ncpu0 5 0 5 0 0 0 0 0 0 0\ncpu1 5 0 5 100 0 0 0 0 0 0\n"
-            "intr 1 2 3\n")
-    assert threads._cpu_times({0}, stat) == (10, 10)
-    assert threads._cpu_times({1}, stat) == (10, 110)
-    assert threads._cpu_times(None, stat) == (20, 120)
-
-
 @pytest.fixture
 def two_cpus(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -59,34 +51,20 @@ def two_cpus(monkeypatch):
     monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
 
 
-@pytest.mark.parametrize("others, chosen", [(0.0, 2), (0.4, 2), (0.6, 1), (1.0, 1), (1.9, 1), (3.0, 1)])
-def test_busy_cores_are_left_to_their_processes(two_cpus, monkeypatch, others, chosen):
-    monkeypatch.setattr(threads, "others_busy_cores", lambda cpus: others)
-    choice = choose_threads()
-    assert choice.threads == chosen
-    assert ("busy" in choice.line()) == (chosen < 2)
-    assert choice.line().startswith(f"threads: {chosen}")
+def test_a_quota_or_mask_of_one_cpu_gives_one_thread_and_says_why(two_cpus, monkeypatch):
+    monkeypatch.setattr(threads, "cgroup_cpu_limit", lambda: 1.0)
+    assert choose_threads().line() == "threads: 1 (the CPU quota (cgroup) allows 1 CPUs)"
+    monkeypatch.setattr(threads, "cgroup_cpu_limit", lambda: None)
+    monkeypatch.setattr(threads, "affinity_cpus", lambda: {1})
+    assert choose_threads().line() == "threads: 1 (the affinity mask allows 1 of 2 CPUs)"
 
 
 def test_an_explicit_count_and_omp_num_threads_win(two_cpus, monkeypatch):
-    monkeypatch.setattr(threads, "others_busy_cores", lambda cpus: 1.0)
+    assert choose_threads() == ThreadChoice(2, "")
     assert choose_threads(3) == ThreadChoice(3, "train.num_threads=3")
     assert choose_threads(4, "--threads").line() == "threads: 4 (--threads=4)"
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert "OMP_NUM_THREADS=2" in choose_threads().line()
-
-
-def test_one_usable_cpu_needs_no_probe(monkeypatch):
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(threads, "affinity_cpus", lambda: {0, 1, 2, 3})
-    monkeypatch.setattr(threads, "cgroup_cpu_limit", lambda: 1.0)
-    monkeypatch.setattr(threads, "others_busy_cores", lambda cpus: pytest.fail("probed"))
-    assert choose_threads().threads == 1
-
-
-def test_others_busy_cores_reads_this_machine():
-    others = threads.others_busy_cores(threads.affinity_cpus(), sample_s=0.05)
-    assert 0.0 <= others <= (len(threads.affinity_cpus() or ()) or 1) + 0.01
 
 
 def test_every_command_keeps_within_a_cpu_quota(monkeypatch):
@@ -118,30 +96,6 @@ def test_a_run_prints_its_threads_first(tmp_path, capsys, monkeypatch, extra, fi
                            capsys)
     assert code == 0, output
     assert output.splitlines()[0].startswith(first)
-
-
-def test_a_chosen_count_follows_the_load_while_a_given_one_stays(monkeypatch):
-    """BusyWatch: from /proc/stat between checks (here faked: busy, total, own ticks of 2 CPUs), once per
-    every_s; a count the user gave is never re-chosen."""
-    import torch
-
-    samples = iter([(0, 0, 0), (200, 200, 100), (400, 400, 200), (500, 600, 300)])
-    monkeypatch.setattr(threads, "cpu_sample", lambda cpus: next(samples))
-    monkeypatch.setattr(threads, "affinity_cpus", lambda: {0, 1})
-    now = [0.0]
-    torch.set_num_threads(2)
-    watch = threads.BusyWatch(ThreadChoice(2, "", usable=2), every_s=10, clock=lambda: now[0])
-    assert watch.check() is None  # not yet time to look
-    now[0] = 10  # both CPUs busy, half of it ours: another process holds one
-    assert watch.check().line().startswith("threads: 1 (other processes keep 1.0 of 2 usable CPUs busy")
-    assert torch.get_num_threads() == 1
-    now[0] = 20
-    assert watch.check() is None  # still held: no change
-    now[0] = 30  # only our own time: the other process is gone
-    assert watch.check().line() == "threads: 2 (the other processes' load is gone)"
-    assert torch.get_num_threads() == 2
-    given = threads.BusyWatch(ThreadChoice(3, "train.num_threads=3"), every_s=0, clock=lambda: now[0])
-    assert given.check() is None  # and /proc was never read (the samples above are used up)
 
 
 def test_the_command_line_waits_passively_before_torch_loads(monkeypatch):

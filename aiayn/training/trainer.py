@@ -22,7 +22,6 @@ from aiayn.data.corpora import epoch_batches
 from aiayn.device import bf16_is_fast, release_free_heap
 from aiayn.errors import CheckpointError
 from aiayn.io import write_text_atomic
-from aiayn.threads import BusyWatch
 from aiayn.training import distributed as D
 from aiayn.training.adam import Adam
 from aiayn.training.loss import TrainingObjective
@@ -84,7 +83,7 @@ class Trainer:
         self._valid_batches = make_batches(valid_examples, self.tc.max_tokens, seed=0, epoch=0)
         self.tensorboard = None  # train.tensorboard: a TensorBoardLog (training/tensorboard_log.py), set by prepare_run
         self.timeline = None  # train.attention_timeline: a training/timeline.py AttentionTimeline, set by prepare_run
-        self.threads = None  # aiayn.threads.ThreadChoice, set by prepare_run; a chosen one follows others' load
+        self.threads = None  # aiayn.threads.ThreadChoice, set by prepare_run
 
     # ---- persistence -------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -316,7 +315,6 @@ class Trainer:
         self._started = window["start"]  # wall time of this process (a resumed run counts from its resume)
         self.run_end.start(p.step)
         self.signals.install()
-        watch = self._busy_watch()
         try:
             if p.pending_validation:  # a second signal ended the last run inside this step's validation
                 self._validate_step(bar)
@@ -339,9 +337,6 @@ class Trainer:
                     if p.step % tc.log_every == 0 or p.step == self._end_step():
                         self._log_window(window, bar)
                 bar.advance(p.step)
-                if watch and (changed := watch.check()):
-                    self.threads = changed
-                    bar.write(changed.line())
                 if p.step % tc.eval_every == 0:
                     self._validate_step(bar)
                 if p.step % tc.save_every == 0:
@@ -362,13 +357,6 @@ class Trainer:
             self.signals.restore()
         self._finish()
         return self.out
-
-    def _busy_watch(self) -> BusyWatch | None:
-        """Threads re-chosen as other processes come and go (aiayn.threads.BusyWatch): for a chosen count in
-        one process; micro-batch workers and torchrun ranks split theirs once."""
-        if self.threads is None or self.workers is not None or self.dist.enabled:
-            return None
-        return BusyWatch(self.threads)
 
     @property
     def stopped_by_signal(self) -> str | None:
