@@ -110,8 +110,8 @@ def wait_passively() -> None:
     spins first). A spinning thread holds its core while the thread with the work waits for one, so beside
     other processes every operation stalls: `aiayn demo` (250 steps) with 2 threads while other jobs kept
     the 2 cores busy took over 150 s spinning and 30 s passive (BENCHMARKS.md, shared CPU). libgomp reads
-    it once, when torch loads it, so the command line calls this before importing torch; a value the user
-    set wins."""
+    it once, when torch loads it, so `import aiayn` calls this (the command line and a notebook that imports
+    aiayn before torch); a value the user set wins."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 

@@ -99,7 +99,8 @@ def test_a_run_prints_its_threads_first(tmp_path, capsys, monkeypatch, extra, fi
 
 
 def test_the_command_line_waits_passively_before_torch_loads(monkeypatch):
-    """OMP_WAIT_POLICY is read once, when torch loads libgomp: the command line sets it first; the user's wins."""
+    """OMP_WAIT_POLICY is read once, when torch loads libgomp: importing aiayn (the command line's first
+    step) sets it first; the user's wins."""
     import os
     import subprocess
     import sys

@@ -13,7 +13,6 @@ import sys
 import threading
 
 from aiayn import __version__
-from aiayn.threads import wait_passively
 
 # modules of aiayn.cli
 COMMAND_GROUPS = ("train", "translate", "score", "models", "attention", "serve", "heads", "audit")
@@ -94,7 +93,6 @@ def _command_name(argv: list[str]) -> str:
 def main(argv=None) -> int:
     """The command line. Ctrl-C at any moment, from the first import on, is one line and exit 130."""
     program = argv is None  # the command line itself (not a caller in Python): it owns the process's exit
-    wait_passively()  # before torch loads OpenMP (aiayn.threads)
     words = sys.argv[1:] if argv is None else [str(a) for a in argv]
     debug = "--debug" in words or os.environ.get("AIAYN_DEBUG", "") not in ("", "0")
     in_main_thread = threading.current_thread() is threading.main_thread()
