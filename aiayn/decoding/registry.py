@@ -17,6 +17,7 @@ import torch
 
 from aiayn.cpu import check_compute_type, set_compute_type
 from aiayn.decoding.ct2_engine import CT2Engine, check_ct2_compute_type
+from aiayn.decoding.drift import warn_if_drifting
 from aiayn.decoding.engines import Capabilities, CompiledEngine, Engine, NativeEngine, PoolEngine
 from aiayn.decoding.options import check_int
 from aiayn.errors import AiaynError
@@ -48,6 +49,7 @@ def _load_native(model, cfg, tokenizer, model_dir: Path, settings: EngineSetting
     """In this process, with worker processes, or with the compiled step; the model's products in the
     asked compute type before any worker forks (they take this model) or the step compiles."""
     set_compute_type(model, settings.compute_type or "float32")
+    warn_if_drifting(model, tokenizer)  # a low-precision compute type checked against float32 (drift.py)
     if settings.workers > 1:
         from aiayn.decoding.workers import WorkerPool
 

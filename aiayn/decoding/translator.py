@@ -15,6 +15,7 @@ from aiayn.decoding.batches import encode_sources, max_positions, pad_batch
 from aiayn.decoding.beam import SearchParams
 from aiayn.decoding.beam_trace import BeamTrace, trace_search
 from aiayn.decoding.constraints import check_constraints, encode_constraints
+from aiayn.decoding.drift import warn_if_drifting
 from aiayn.decoding.engines import Batching, NativeEngine, PoolEngine, SampleParams
 from aiayn.decoding.ensemble import check_weights, load_ensemble
 from aiayn.decoding.options import DecodeOptions
@@ -142,6 +143,7 @@ class Translator:
         if len(paths) > 1:
             model, cfg, tokenizer, model_dir = load_ensemble(paths, weights, settings.device, use_ema)
             set_compute_type(prepare_for_cpu(model), compute_type or "float32")
+            warn_if_drifting(model, tokenizer)
             return cls(model, tokenizer, cfg.decode, settings.device, model_dir)
         model_dir = resolve_model_dir(paths[0])
         model, cfg, tokenizer = load_checkpoint(model_dir, settings.device, use_ema)
