@@ -14,6 +14,7 @@ from the plain model's. The RNN seq2seq is left as it is. Elsewhere than a float
 to torch's own product or mask, so preparing a model for a GPU is harmless. Preparing twice changes nothing.
 """
 
+import torch
 from torch import nn
 
 from aiayn.cpu.compute_types import check_compute_type
@@ -45,6 +46,9 @@ def set_compute_type(model: nn.Module, compute_type: str) -> None:
                          f"model decodes in float32 (drop --compute-type)")
     for module in packed:
         module.compute_type = compute_type
+    for module in model.modules():  # the decoding cache in bfloat16 (MultiHeadAttention.cache_dtype)
+        if isinstance(module, MultiHeadAttention):
+            module.cache_dtype = None if compute_type == "float32" else torch.bfloat16
 
 
 def compute_type_of(model: nn.Module) -> str:

@@ -304,9 +304,13 @@ class CompiledDecoder:
         encode_inputs = (torch.full((3, 7), self.model.pad_id),), ({0: Dim("B", min=1, max=1 << 20), 1: S},)
 
         def build(directory: Path) -> None:
+            # low-precision products: ATen's (oneDNN's bfloat16, torch._int_mm); inductor's C++ GEMMs have no
+            # int8 x int8 form, and without AMX their bfloat16 one multiplies in float32
+            low_precision = compute_type_of(self.model) != "float32"
             for kind, gemms in GEMMS.items():
-                _package(_Step(self.model), *_example(self.model, kind), directory / f"step_{kind}.pt2", gemms)
-            _package(_Encode(self.model), *encode_inputs, directory / "encode.pt2")
+                _package(_Step(self.model), *_example(self.model, kind), directory / f"step_{kind}.pt2",
+                         "ATEN" if low_precision else gemms)
+            _package(_Encode(self.model), *encode_inputs, directory / "encode.pt2", "ATEN" if low_precision else "CPP")
 
         small, large, encode = cached(fingerprint(self.model), ["step_small.pt2", "step_large.pt2", "encode.pt2"],
                                       build, _load)

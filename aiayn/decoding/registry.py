@@ -59,7 +59,7 @@ def _load_native(model, cfg, tokenizer, model_dir: Path, settings: EngineSetting
     if settings.compile:
         from aiayn.decoding.compiled import CompiledDecoder
 
-        compiled = CompiledDecoder(model, compute_type=settings.compute_type or "float32")
+        compiled = CompiledDecoder(model)  # compiles the products in the model's compute type
         compiled.warm_up(cfg.decode.beam)
         return CompiledEngine(model=model, compiled=compiled)
     return NativeEngine(model=model, device=settings.device)

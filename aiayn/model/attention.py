@@ -83,6 +83,11 @@ class MultiHeadAttention(nn.Module):
     (§3.2.2). W^Q, W^K, W^V are stored stacked in `in_proj` (an InProjection), so self-attention projects
     with one matmul; d_head = d_model / n_heads."""
 
+    # The dtype decoding keeps the self-attention K/V cache in (None: as projected). Beam search copies the
+    # cache at every step (rows reordered); in bfloat16 that copy is half the bytes (aiayn.cpu's
+    # low-precision compute types set it: their K/V are bfloat16 products already, or int8 ones).
+    cache_dtype: torch.dtype | None = None
+
     def __init__(self, *, d_model: int, n_heads: int, dropout: float = 0.0):
         super().__init__()
         if d_model % n_heads != 0:
@@ -123,10 +128,13 @@ class MultiHeadAttention(nn.Module):
         the position attends every cached one (nothing later exists yet, so no look-ahead mask)."""
         R, H, d = x.size(0), self.n_heads, self.d_head
         qkv = self.in_proj(x).view(R, 3, H, d)
-        k, v = cache.append_self(qkv[:, 1:])  # each (R, H, t + 1, d_head)
+        kv = qkv[:, 1:] if self.cache_dtype is None else qkv[:, 1:].to(self.cache_dtype)
+        k, v = cache.append_self(kv)  # each (R, H, t + 1, d_head)
         dropout_p = self.dropout if self.training else 0.0
-        heads, weights = scaled_dot_product_attention(qkv[:, 0, :, None], k, v, None, dropout_p, need_weights)
-        return self.out_proj(heads.reshape(R, H * d)), weights  # heads (R, H, 1, d_head)
+        heads, weights = scaled_dot_product_attention(qkv[:, 0, :, None].to(k.dtype), k, v, None, dropout_p,
+                                                      need_weights)
+        weights = None if weights is None else weights.to(x.dtype)
+        return self.out_proj(heads.reshape(R, H * d).to(x.dtype)), weights  # heads (R, H, 1, d_head)
 
     def step_cross(self, x, k, v, mask, need_weights=False):
         """One decoding step of cross-attention: x (R, D) for R = B' x G rows, the G rows (beams) of a
