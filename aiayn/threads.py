@@ -5,9 +5,9 @@ OMP_NUM_THREADS wins. Threads that wait for work sleep (wait_passively), so core
 processes slow a run down in proportion instead of stalling it.
 
 Measured beside other processes on a 2-core machine (BENCHMARKS.md, shared CPU): what stalled a run was
-OpenMP's spinning, not the thread count. With threads that sleep, 2 threads beside a busy process finished
-sooner than 1 (the scheduler shares 2 cores among 3 threads, so a run of 2 gets more than one core's
-worth), so the count is not lowered for busy cores."""
+OpenMP's spinning, not the thread count. With threads that sleep, 2 threads beside a busy loop took 38 s
+for a 250-step demo and 1 thread 47-80 s (the scheduler shares 2 cores among 3 threads, so a run of 2 gets
+more than one core's worth), so the count is not lowered for busy cores."""
 
 import math
 import os
@@ -108,10 +108,10 @@ def apply_threads(choice: ThreadChoice) -> ThreadChoice:
 def wait_passively() -> None:
     """OpenMP threads waiting for work sleep instead of spinning (OMP_WAIT_POLICY=PASSIVE; libgomp's default
     spins first). A spinning thread holds its core while the thread with the work waits for one, so beside
-    other processes every operation stalls: `aiayn demo` (250 steps) with 2 threads while other jobs kept
-    the 2 cores busy took over 150 s spinning and 30 s passive (BENCHMARKS.md, shared CPU). libgomp reads
-    it once, when torch loads it, so `import aiayn` calls this (the command line and a notebook that imports
-    aiayn before torch); a value the user set wins."""
+    other processes every operation stalls: a 250-step `aiayn demo` with 2 threads on 2 cores shared with
+    other jobs took over 100 s spinning against 26 s sleeping, and 38 s against over 100 s beside a busy
+    loop (BENCHMARKS.md, shared CPU). libgomp reads it once, when torch loads it, so `import aiayn` calls
+    this (the command line, and a notebook that imports aiayn before torch); a value the user set wins."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
