@@ -109,6 +109,8 @@ class TrainConfig:
         label_smoothing: epsilon_ls (§5.4).
         clip_norm: gradient norm clipping; 0 = no clipping (the paper clips nothing).
         bf16: bf16 autocast (CPU AMX or CUDA).
+        fp16: float16 autocast with loss scaling (aiayn/training/loss_scale.py), for GPUs without bfloat16; on a
+            CPU use bf16.
         eval_every: steps between validations (loss, perplexity).
         bleu_every: steps between dev BLEU by greedy decoding (0 = with every validation).
         bleu_sentences: dev sentences translated for dev BLEU.
@@ -150,6 +152,7 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_norm: float = 0.0
     bf16: bool = False
+    fp16: bool = False
     eval_every: int = 500
     bleu_every: int = 0
     bleu_sentences: int = 500
@@ -325,6 +328,12 @@ def _check_schedule(train: TrainConfig) -> None:
                          f"{train.warmup_steps}; raise train.max_steps or lower train.warmup_steps")
 
 
+def _check_precision(train: TrainConfig) -> None:
+    if train.bf16 and train.fp16:
+        raise FieldError(("train.bf16", "train.fp16"), "train.bf16 and train.fp16 are both true: autocast takes one "
+                         "dtype; keep train.bf16 (CPUs, and GPUs with bfloat16) or train.fp16 (older GPUs)")
+
+
 def _check_lengths(cfg: ExperimentConfig) -> None:
     """Training pairs of up to data.max_len tokens get <s> or </s> added: the model needs data.max_len + 1
     positions (a Transformer's position table, a location score's output size), else training crashes."""
@@ -348,6 +357,7 @@ def validate(cfg: ExperimentConfig, origins: dict | None = None, training: bool 
             _check_data(cfg)
             _check_vocab(cfg)
             _check_schedule(cfg.train)
+            _check_precision(cfg.train)
             _check_lengths(cfg)
     except FieldError as err:
         where = next((origins[f] for f in err.fields if f in (origins or {})), None)

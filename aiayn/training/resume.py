@@ -16,8 +16,8 @@ TRAINER_STATE_KEYS = {"optimizer", "scheduler", "progress", "rng"}
 
 @dataclass(frozen=True, kw_only=True)
 class ResumeState:
-    """What one checkpoint restores: state (trainer_state.pt: optimizer, scheduler, progress, rng), the model's
-    weights, and the EMA weights (None: not asked for, or the checkpoint has none)."""
+    """What one checkpoint restores: state (trainer_state.pt: optimizer, scheduler, progress, rng; loss_scale with
+    train.fp16), the model's weights, and the EMA weights (None: not asked for, or the checkpoint has none)."""
 
     state: dict
     weights: dict

@@ -1,7 +1,7 @@
 """The training loop of §5: Adam + Noam schedule (or inverse_sqrt / constant, for fine-tuning), label
-smoothing, token-budget batches, gradient accumulation, optional clipping, bf16 autocast, validation, dev
-BLEU (a callback), best checkpoint, early stopping, EMA, averaging of the last checkpoints, exact resume,
-data parallelism."""
+smoothing, token-budget batches, gradient accumulation, optional clipping, bf16 autocast (or float16 with loss
+scaling), validation, dev BLEU (a callback), best checkpoint, early stopping, EMA, averaging of the last
+checkpoints, exact resume, data parallelism."""
 
 import contextlib
 import json
@@ -25,6 +25,7 @@ from aiayn.io import write_text_atomic
 from aiayn.training import distributed as D
 from aiayn.training.adam import Adam
 from aiayn.training.loss import TrainingObjective
+from aiayn.training.loss_scale import LossScale
 from aiayn.training.micro_batches import MicroBatchWorkers, add_to_grad, micro_batch_seed, split_batch
 from aiayn.training.progress import Progress, rng_states, set_rng_states, trim_metrics
 from aiayn.training.progress_bar import TrainingBar
@@ -51,6 +52,7 @@ class Trainer:
         if self.tc.bf16 and not self.bf16:
             log.warning("train.bf16: this %s has no hardware bf16 matmuls (a CPU needs AVX-512), and emulated bf16 "
                         "is tens of times slower than float32: training in float32 instead", self.device.type)
+        self.loss_scale = LossScale(enabled=self.tc.fp16, device=self.device)  # train.fp16: loss scaling
         probe = PronounProbe(tokenizer=tokenizer, weight=self.tc.pronoun_probe) if self.tc.pronoun_probe else None
         self.objective = TrainingObjective(model=self.model, pad_id=tokenizer.pad_id,
                                            epsilon=self.tc.label_smoothing, probe=probe)
@@ -87,17 +89,22 @@ class Trainer:
 
     # ---- persistence -------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "progress": asdict(self.progress), "rng": self._step_rng}
+        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                 "progress": asdict(self.progress), "rng": self._step_rng}
+        if self.loss_scale.enabled:  # train.fp16's scale: a resumed run goes on with it, not from 2^16
+            state["loss_scale"] = self.loss_scale.state_dict()
+        return state
 
     def resume(self, checkpoint: Path) -> None:
         """Restore weights, optimizer, schedule, progress and RNG from one checkpoint; everything is read
         (and checked) before anything is changed, so a damaged checkpoint leaves the trainer as it was."""
         found = read_resume_state(checkpoint, tokenizer=self.tokenizer, out=self.out, with_ema=self.ema is not None)
         state = found.state
+        loss_scale = self.loss_scale.checked(state.get("loss_scale"))
         self.model.load_state_dict(found.weights, strict=False)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        self.loss_scale.load_state_dict(loss_scale)
         self.progress = Progress(**state["progress"])
         if found.ema is not None:
             self.ema = found.ema
@@ -144,6 +151,8 @@ class Trainer:
         return group if len(group) == need else None
 
     def _autocast(self):
+        if self.tc.fp16:
+            return torch.autocast(self.device.type, dtype=torch.float16)
         if not self.bf16:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
@@ -169,7 +178,7 @@ class Trainer:
                 loss, nll = self.net(batch.src.to(self.device), batch.tgt_in.to(self.device),
                                      batch.tgt_out.to(self.device))
             # normalized by the group's target tokens; DDP averages over processes, hence * world_size
-            (loss * (self.dist.world_size / total_tokens)).backward()
+            (self.loss_scale.scale(loss) * (self.dist.world_size / total_tokens)).backward()
             loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
         loss_sum, nll_sum = D.all_reduce_sum([loss_sum, nll_sum], self.dist)
         return loss_sum, nll_sum, total_tokens
@@ -187,7 +196,7 @@ class Trainer:
             generator = torch.Generator().manual_seed(micro_batch_seed(self.tc.seed, step, index))
             with mask_generator(generator), self._autocast():  # autocast is per thread
                 loss, nll = self.objective(batch.src, batch.tgt_in, batch.tgt_out)
-            grads = torch.autograd.grad(loss * (1.0 / total_tokens), params, allow_unused=True)
+            grads = torch.autograd.grad(self.loss_scale.scale(loss) * (1.0 / total_tokens), params, allow_unused=True)
             return loss.item(), nll.item(), grads
 
         results = self.workers.map(share_step, enumerate(shares))
@@ -196,9 +205,10 @@ class Trainer:
 
     def _apply_update(self, group_size: int) -> None:
         """One optimizer update and the progress that records it: called inside signals.update_unit()."""
+        self.loss_scale.unscale(self.optimizer)  # train.fp16: the true gradients, before their norm is clipped
         if self.tc.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)
-        self.optimizer.step()
+        self.loss_scale.step(self.optimizer)  # train.fp16: skipped when the gradients overflowed
         self.last_lr = self.optimizer.param_groups[0]["lr"]  # this update's rate (the scheduler moves on next)
         self.scheduler.step()
         self.optimizer.zero_grad()  # in place: the gradients keep their memory (aiayn/training/adam.py)
