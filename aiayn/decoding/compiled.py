@@ -26,7 +26,6 @@ only when sentences leave the batch. The step is compiled twice: for few rows wi
 (tuned for them), for many rows with ATen's (oneDNN/MKL: faster there); SMALL_ROWS divides them.
 """
 
-import functools
 import math
 import shutil
 import warnings
@@ -40,7 +39,7 @@ from torch.export import Dim
 from torch.nn import functional as F
 
 from aiayn.cpu import compute_type_of
-from aiayn.cpu.compute_types import typed_linear
+from aiayn.cpu.compute_types import int8_project, int8_weight
 from aiayn.decoding.beam import top_candidates
 from aiayn.decoding.compiled_cache import cached, fingerprint
 from aiayn.errors import AiaynError
@@ -146,8 +145,25 @@ class _Step(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model = model
-        self.linear = functools.partial(typed_linear, compute_type=compute_type_of(model))  # products' precision
+        self.compute_type = compute_type_of(model)
         self.register_buffer("positions", model.positional.table.detach().clone(), persistent=False)  # (max_len, D)
+        if self.compute_type != "float32":  # the weights in their low-precision form, made once: constants
+            for name, weight in _step_weights(model).items():  # inductor freezes, never converted at a step
+                if self.compute_type == "bfloat16":
+                    self.register_buffer(f"w_{name}", weight.detach().to(torch.bfloat16), persistent=False)
+                else:
+                    quantized_t, scale = int8_weight(weight)
+                    self.register_buffer(f"q_{name}", quantized_t, persistent=False)
+                    self.register_buffer(f"s_{name}", scale, persistent=False)
+
+    def linear(self, x, name: str, weight, bias):
+        """x W^T + b in the step's compute type (aiayn.cpu.compute_types); name: the weight's in _step_weights."""
+        if self.compute_type == "float32":
+            return F.linear(x, weight, bias)
+        if self.compute_type == "bfloat16":
+            bias = None if bias is None else bias.to(torch.bfloat16)
+            return F.linear(x.to(torch.bfloat16), getattr(self, f"w_{name}"), bias).float()
+        return int8_project(x, (getattr(self, f"q_{name}"), getattr(self, f"s_{name}")), bias)
 
     def forward(self, tokens, position, rows, ancestors, self_k, self_v, cross_k, cross_v, src_bias, hyp_scores,
                 forbidden, n_like):
@@ -169,8 +185,8 @@ class _Step(torch.nn.Module):
         for i, layer in enumerate(m.decoder_layers):
             attn, H = layer.self_attn, layer.self_attn.n_heads
             d = attn.d_head
-            qkv = self.linear(layer.sublayer_input(x, layer.self_attn_norm), attn.in_proj.weight,
-                           attn.in_proj.bias).view(R, 3, H, d)
+            qkv = self.linear(layer.sublayer_input(x, layer.self_attn_norm), f"{i}_self_in", attn.in_proj.weight,
+                              attn.in_proj.bias).view(R, 3, H, d)
             new_k.append(qkv[:, 1])
             new_v.append(qkv[:, 2])
             # (R, t + 1, H, d): each row's own past, and position t from this step (the caller writes it to the cache:
@@ -179,22 +195,24 @@ class _Step(torch.nn.Module):
             v = torch.where(now, qkv[:, None, 2], self_v[:, i][steps, ancestors])
             scores = (qkv[:, None, 0] * k).sum(-1) / math.sqrt(d)  # (R, t + 1, H)
             heads = (torch.softmax(scores, dim=1)[..., None] * v).sum(1)  # (R, H, d)
-            out = self.linear(heads.reshape(R, H * d), attn.out_proj.weight, attn.out_proj.bias)
+            out = self.linear(heads.reshape(R, H * d), f"{i}_self_out", attn.out_proj.weight, attn.out_proj.bias)
             x = layer.sublayer_output(x, out, layer.self_attn_norm)
             cross, D = layer.cross_attn, H * d
-            q = self.linear(layer.sublayer_input(x, layer.cross_attn_norm), cross.in_proj.weight[:D],
-                         cross.in_proj.bias[:D]).view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d)
+            q = self.linear(layer.sublayer_input(x, layer.cross_attn_norm), f"{i}_cross_q", cross.in_proj.weight[:D],
+                            cross.in_proj.bias[:D]).view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d)
             # products as sums of element-wise products: inductor fuses them into its own C++ loops (there is no
             # C++ GEMM of its for batched products, and ATen's were slower: see INDUCTOR_CONFIG)
             scores = (q[:, :, :, None] * cross_k[i][:, :, None]).sum(-1) / math.sqrt(d) + src_bias[:, None, None]
             weights = torch.softmax(scores, dim=-1)  # (B', H, G, S)
             heads = (weights[..., None] * cross_v[i][:, :, None]).sum(-2).transpose(1, 2).reshape(R, D)  # (R, D)
-            out = self.linear(heads, cross.out_proj.weight, cross.out_proj.bias)
+            out = self.linear(heads, f"{i}_cross_out", cross.out_proj.weight, cross.out_proj.bias)
             x = layer.sublayer_output(x, out, layer.cross_attn_norm)
             ffn = layer.ffn
-            hidden = ffn.activation(self.linear(layer.sublayer_input(x, layer.ffn_norm), ffn.w_1.weight, ffn.w_1.bias))
-            x = layer.sublayer_output(x, self.linear(hidden, ffn.w_2.weight, ffn.w_2.bias), layer.ffn_norm)
-        logits = self.linear(m.decoder_norm(x), m.generator.weight, m.generator.bias)  # (R, V)
+            hidden = ffn.activation(self.linear(layer.sublayer_input(x, layer.ffn_norm), f"{i}_ffn_1", ffn.w_1.weight,
+                                                ffn.w_1.bias))
+            out = self.linear(hidden, f"{i}_ffn_2", ffn.w_2.weight, ffn.w_2.bias)
+            x = layer.sublayer_output(x, out, layer.ffn_norm)
+        logits = self.linear(m.decoder_norm(x), "generator", m.generator.weight, m.generator.bias)  # (R, V)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         # the forbidden tokens by comparison, not index_fill: inductor then vectorizes the fused loop over the
         # log-probs and the candidates' block maxima (a 256-row step: 3.3 ms with index_fill)
@@ -203,6 +221,19 @@ class _Step(torch.nn.Module):
         allowed = log_probs.masked_fill(banned, float("-inf")).view(B, R // B, -1)
         candidates = top_candidates(allowed, hyp_scores.view(B, R // B), n_like.size(0))
         return log_probs, ancestors, torch.stack(new_k), torch.stack(new_v), *candidates
+
+
+def _step_weights(model) -> dict[str, torch.Tensor]:
+    """Every weight the step multiplies by, by the name _Step.linear gives it."""
+    weights = {"generator": model.generator.weight}
+    for i, layer in enumerate(model.decoder_layers):
+        D = layer.cross_attn.d_model
+        weights.update({f"{i}_self_in": layer.self_attn.in_proj.weight,
+                        f"{i}_self_out": layer.self_attn.out_proj.weight,
+                        f"{i}_cross_q": layer.cross_attn.in_proj.weight[:D],
+                        f"{i}_cross_out": layer.cross_attn.out_proj.weight,
+                        f"{i}_ffn_1": layer.ffn.w_1.weight, f"{i}_ffn_2": layer.ffn.w_2.weight})
+    return weights
 
 
 class _Encode(torch.nn.Module):
@@ -303,18 +334,21 @@ class CompiledDecoder:
         S = Dim("S", min=2, max=self.model.positional.table.size(0))  # sources longer are cut (translator.py)
         encode_inputs = (torch.full((3, 7), self.model.pad_id),), ({0: Dim("B", min=1, max=1 << 20), 1: S},)
 
+        # Low-precision products: ATen's (oneDNN's bfloat16, torch._int_mm), as inductor's C++ GEMMs have no
+        # int8 x int8 form and without AMX their bfloat16 one multiplies in float32; and the encoder eager, on
+        # its prepared weights (traced, it would convert every weight at every call).
+        low_precision = compute_type_of(self.model) != "float32"
+        names = ["step_small.pt2", "step_large.pt2"] + ([] if low_precision else ["encode.pt2"])
+
         def build(directory: Path) -> None:
-            # low-precision products: ATen's (oneDNN's bfloat16, torch._int_mm); inductor's C++ GEMMs have no
-            # int8 x int8 form, and without AMX their bfloat16 one multiplies in float32
-            low_precision = compute_type_of(self.model) != "float32"
             for kind, gemms in GEMMS.items():
                 _package(_Step(self.model), *_example(self.model, kind), directory / f"step_{kind}.pt2",
                          "ATEN" if low_precision else gemms)
-            _package(_Encode(self.model), *encode_inputs, directory / "encode.pt2", "ATEN" if low_precision else "CPP")
+            if not low_precision:
+                _package(_Encode(self.model), *encode_inputs, directory / "encode.pt2")
 
-        small, large, encode = cached(fingerprint(self.model), ["step_small.pt2", "step_large.pt2", "encode.pt2"],
-                                      build, _load)
-        return {"small": small, "large": large}, encode
+        small, large, *encode = cached(fingerprint(self.model), names, build, _load)
+        return {"small": small, "large": large}, (encode[0] if encode else None)
 
     def _compiled(self):
         if self._steps is None:
@@ -328,7 +362,9 @@ class CompiledDecoder:
             raise ValueError("the compiled decoder returns no attention maps: decode with the model itself")
         if src.size(1) == 1:  # sources of </s> alone: one padding position more (compiled for S >= 2)
             src = F.pad(src, (0, 1), value=self.model.pad_id)
-        encode = self._compiled()[1] if src.numel() <= MAX_ENCODE_TOKENS else self._eager_encode
+        compiled_encode = self._compiled()[1]  # None in a low-precision compute type (see _compile)
+        encode = compiled_encode if compiled_encode is not None and src.numel() <= MAX_ENCODE_TOKENS \
+            else self._eager_encode
         return Encoded(*encode(src)), None
 
     def init_state(self, memory: Encoded, src: torch.Tensor) -> CompiledState:
