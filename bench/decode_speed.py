@@ -17,7 +17,8 @@ processes (the largest, MB = 2**20 bytes; a worker pool's workers counted apart)
 Paper-base size (--paper-base DIR): the model of bench/paper_base.py (d_model 512, 6+6 layers, 16k
 vocabulary, untrained), made at DIR once; both engines decode exactly --steps steps a sentence (min length =
 max length), and each row also gives its share of the machine's peak: the products' FLOPs per second over
-one large product's rate in the same dtype on the same number of threads (bench/paper_base.py).
+one large product's rate in the same dtype and threads, times the processes or workers side by side
+(bench/paper_base.py).
 --latency N: instead of throughput, one 20-word sentence at batch 1, N times; p50 and p95 in ms.
 The search: by default aiayn's own (GNMT's length penalty; a sentence goes on while a live hypothesis could
 still win), which takes more steps than CTranslate2's (length^alpha; a sentence ends at K finished
@@ -241,11 +242,13 @@ def percentile(values: list[float], q: float) -> float:
 PEAK_DTYPE = {"float32": "float32", "bfloat16": "bfloat16", "int8": "int8", "int8_float32": "int8"}
 
 
-def layout_threads(name: str) -> int:
-    """The cores a layout keeps busy: its processes x threads, workers or inter_threads."""
+def layout_threads(name: str) -> tuple[int, int]:
+    """(side by side, threads each): a layout's processes, workers or inter_threads, and the threads of each.
+    Its peak is that many products of that many threads (one-thread products side by side ran faster than
+    one two-thread product)."""
     settings = LAYOUTS[name][1]
-    per = settings.get("threads", settings.get("intra", 1)) * max(settings.get("workers", 1), settings.get("inter", 1))
-    return settings["procs"] * per
+    apart = settings["procs"] * max(settings.get("workers", 1), settings.get("inter", 1))
+    return apart, settings.get("threads", settings.get("intra", 1))
 
 
 def peak_share(args, job: str, name: str, compute_type: str, seconds: list[float], peaks: dict) -> str:
@@ -255,11 +258,12 @@ def peak_share(args, job: str, name: str, compute_type: str, seconds: list[float
         return ""
     source_lengths = json.loads(Path(job).read_text())["source_lengths"]
     flops = paper_base.matmul_flops(args.model, source_lengths, args.steps, args.beam)
-    key = (PEAK_DTYPE[compute_type], layout_threads(name))
+    apart, threads = layout_threads(name)
+    key = (PEAK_DTYPE[compute_type], threads)
     if key not in peaks:
         peaks[key] = paper_base.peak_rate(*key)
     rate = flops / statistics.median(seconds)
-    return f"   {rate / 1e9:6.1f} GFLOP/s = {100 * rate / peaks[key]:4.1f}% of peak"
+    return f"   {rate / 1e9:6.1f} GFLOP/s = {100 * rate / (apart * peaks[key]):4.1f}% of peak"
 
 
 def main() -> None:
