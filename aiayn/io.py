@@ -271,6 +271,17 @@ def check_output_file(path: str, inputs=(), model_dirs=()) -> None:
             raise OutputError(f"{path} lies inside the model directory {model_dir}; write outputs elsewhere")
 
 
+def check_derived_files(option: str, named: str, derived: Iterable[str], force: bool = False) -> None:
+    """Files aiayn names after a name the user gave (`--write-gold F` -> F.src, F.tgt): the user never named
+    them, so an existing one is kept unless `force`. Checked before anything is written."""
+    if force:
+        return
+    for path in derived:
+        if os.path.lexists(path):
+            raise OutputError(f"{path} exists ({option} {named} also writes it); pass --force to replace it, "
+                              f"or give {option} another name")
+
+
 def write_output_file(path: str, text: str, inputs=(), model_dirs=()) -> None:
     """A user's output file (translations, hypotheses): checked, then written atomically."""
     check_output_file(path, inputs, model_dirs)

@@ -47,6 +47,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--write-gold", metavar="FILE", help="write the built-in task's held-out pairs and their gold "
                    "alignments: FILE (Pharaoh), FILE.src and FILE.tgt (of --model's task, else configs/demo.yaml's), "
                    "and stop")
+    p.add_argument("--force", action="store_true", help="with --write-gold: replace existing FILE.src and FILE.tgt "
+                   "(default: refuse; FILE itself is replaced like any output)")
 
 
 
@@ -86,8 +88,10 @@ def _write_gold(args) -> int:
     from aiayn.config import load_config
     from aiayn.data.synthetic import gold_alignments
     from aiayn.inspect.alignment.head_choice import builtin_pairs
-    from aiayn.io import write_output_file
+    from aiayn.io import check_derived_files, write_output_file
 
+    check_derived_files("--write-gold", args.write_gold, [f"{args.write_gold}.src", f"{args.write_gold}.tgt"],
+                        force=args.force)
     if args.model:
         from aiayn.checkpoint import load_config_file
         from aiayn.run_dir import resolve_model_dir
