@@ -29,6 +29,7 @@ import numpy as np
 from aiayn.data.batching import make_batches
 from aiayn.data.corpus import iter_parallel, iter_tsv
 from aiayn.data.encoded import EncodedCorpus, encoded_corpus
+from aiayn.data.spm_training import reserved_piece, reserved_reason
 from aiayn.errors import ConfigError
 
 TAG_LIKE = re.compile(r">>[^\s<>]+<<")  # the multilingual-tag convention (Marian, OPUS-MT): >>de<<
@@ -73,6 +74,9 @@ def _spec(entry, index: int) -> CorpusSpec:
     tag = entry.get("tag") or ""
     if not isinstance(tag, str) or re.search(r"\s", tag):
         raise ConfigError(f"{name}.tag={tag!r}: must be one word without spaces, such as '>>de<<' or '<BT>'")
+    if reserved_piece(tag):
+        raise ConfigError(f"{name}.tag={tag!r}: {reserved_reason(reserved_piece(tag))} is a piece the tokenizer "
+                          f"reserves, so it cannot be a tag; choose another, such as '>>de<<' or '<BT>'")
     return CorpusSpec(name=name, weight=float(weight), tag=tag, **files)
 
 

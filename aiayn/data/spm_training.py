@@ -2,12 +2,33 @@
 vocabulary, aiayn.data.separate_tokenizer's two). A leaf: it imports neither of them."""
 
 import io
+import re
 
 import sentencepiece as spm
 
 from aiayn.errors import AiaynError
 
 BYTE_PIECES = 256  # byte_fallback adds one piece per byte value, <0x00> .. <0xFF>
+# The pieces a model keeps for itself, never text: what each one is, for messages. SentencePiece's own
+# names, also Marian's (whose tokenizer reads them written literally as their ids).
+RESERVED_PIECES = {"</s>": "the end of a sentence", "<pad>": "padding", "<unk>": "an unknown piece",
+                   "<s>": "the start of a sentence"}
+BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+
+
+def reserved_piece(text: str) -> str | None:
+    """The first piece a model reserves written in `text` (</s>, <pad>, <unk>, <s>, a byte piece <0x41>), or
+    None: such a piece is never a corpus tag, a target prefix or a constraint."""
+    found = [(text.find(piece), piece) for piece in RESERVED_PIECES if piece in text]
+    byte = BYTE_PIECE.search(text)
+    if byte:
+        found.append((byte.start(), byte.group()))
+    return min(found)[1] if found else None
+
+
+def reserved_reason(piece: str) -> str:
+    """"</s> (the end of a sentence)": a reserved piece and what the model keeps it for."""
+    return f"{piece} ({RESERVED_PIECES.get(piece, 'a byte of text the model cannot otherwise write')})"
 
 
 def train_spm(sentences: list[str], vocab_size: int, byte_fallback: bool, bos: bool = True,
@@ -17,6 +38,10 @@ def train_spm(sentences: list[str], vocab_size: int, byte_fallback: bool, bos: b
     that decode back to it, instead of becoming <unk>; it costs 256 pieces of the vocabulary. lowercase: the
     model's normalization folds case (nmt_nfkc_cf instead of nmt_nfkc), so every encode with it lowercases.
     user_defined_symbols: strings that are always one piece wherever they occur (data.corpora's tags)."""
+    for symbol in user_defined_symbols:
+        if reserved_piece(symbol):
+            raise AiaynError(f"tag {symbol!r}: {reserved_reason(reserved_piece(symbol))} is a piece the tokenizer "
+                             f"reserves, so it cannot be a tag; choose another, such as '>>de<<' or '<BT>'")
     model = io.BytesIO()
     special = dict(bos_id=2, eos_id=3) if bos else dict(bos_id=-1, eos_id=2)
     try:

@@ -15,6 +15,7 @@ limit live hypotheses finish as they are, and one that misses some says so (Hypo
 
 from dataclasses import dataclass
 
+from aiayn.data.spm_training import reserved_piece, reserved_reason
 from aiayn.errors import AiaynError
 
 NEG_INF = float("-inf")
@@ -190,6 +191,18 @@ def check_constraints(constraints, n_sentences: int) -> None:
                                  f"UTF-8") from None
 
 
+def reserved_in(tokenizer, text: str, ids: list[int]) -> str | None:
+    """A piece the model reserves in a target text and its ids, with what it is for ("</s> (the end of a
+    sentence)"), or None: written literally, or an id the tokenizer gives to a special piece (a Marian
+    tokenizer reads "</s>" in text as the end of the sentence)."""
+    piece = reserved_piece(text)
+    if piece is None:
+        specials = {tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id} - {-1}
+        special = next((i for i in ids if i in specials), None)
+        piece = None if special is None else tokenizer.id_to_piece([special])[0]
+    return None if piece is None else reserved_reason(piece)
+
+
 def encode_constraints(tokenizer, constraints: list[list[str]], numbers: list[int], prefixes: list[list[int]],
                        max_output_len: int, *, unwritable) -> list[list[list[int]]]:
     """Target ids of each sentence's constraints (sentence `numbers`, from 1, for messages), each checked to
@@ -199,6 +212,10 @@ def encode_constraints(tokenizer, constraints: list[list[str]], numbers: list[in
     for number, phrases, prefix in zip(numbers, constraints, prefixes):
         ids = tokenizer.encode_target(list(phrases)) if phrases else []
         for k, (phrase, p) in enumerate(zip(phrases, ids), start=1):
+            reserved = reserved_in(tokenizer, phrase, p)
+            if reserved:
+                raise AiaynError(f"sentence {number}: constraint {k}: {reserved} is a piece the model reserves, "
+                                 f"not text it writes: leave it out")
             if tokenizer.unk_id in p:
                 raise AiaynError(f"sentence {number}: constraint {k}: the model cannot write "
                                  f"{' '.join(unwritable(tokenizer, phrase))} (not in its target vocabulary), so no "

@@ -14,7 +14,7 @@ from aiayn.cpu import prepare_for_cpu, set_compute_type
 from aiayn.decoding.batches import encode_sources, max_positions, pad_batch
 from aiayn.decoding.beam import SearchParams
 from aiayn.decoding.beam_trace import BeamTrace, trace_search
-from aiayn.decoding.constraints import check_constraints, encode_constraints
+from aiayn.decoding.constraints import check_constraints, encode_constraints, reserved_in
 from aiayn.decoding.drift import warn_if_drifting
 from aiayn.decoding.engines import Batching, NativeEngine, PoolEngine, SampleParams
 from aiayn.decoding.ensemble import check_weights, load_ensemble
@@ -313,6 +313,10 @@ class Translator:
         texts = [target_prefix[i] for i in filled]
         ids = [p if text.strip() else [] for p, text in zip(self.tokenizer.encode_target(texts), texts)]
         for number, p in zip(filled, ids):
+            reserved = reserved_in(self.tokenizer, target_prefix[number], p)
+            if reserved:
+                raise AiaynError(f"target prefix {number + 1}: {reserved} is a piece the model reserves, not text "
+                                 f"it writes: leave it out")
             if self.tokenizer.unk_id in p:
                 chars = unwritable(self.tokenizer, target_prefix[number])
                 raise AiaynError(f"target prefix {number + 1}: the model cannot write {' '.join(chars)} (not in "

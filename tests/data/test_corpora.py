@@ -50,6 +50,12 @@ def test_tsv_pairs_and_a_line_without_a_tab(tmp_path):
     (["data.corpora=[{tsv: TRAIN}]", "data.train_src=TRAIN", "data.train_tgt=TRAIN"],
      "data.corpora and data.train_src, data.train_tgt are both set"),
     (["data.corpora=[{tsv: TRAIN, tag: 'a b'}]"], "data.corpora[0].tag='a b': must be one word"),
+    (["data.corpora=[{tsv: TRAIN, tag: '</s>'}]"], "data.corpora[0].tag='</s>': </s> (the end of a sentence) is a "
+     "piece the tokenizer reserves"),
+    (["data.corpora=[{tsv: TRAIN, tag: '<pad>'}]"], "data.corpora[0].tag='<pad>': <pad> (padding) is a piece"),
+    (["data.corpora=[{tsv: TRAIN, tag: '<unk>'}]"], "data.corpora[0].tag='<unk>': <unk> (an unknown piece) is a"),
+    (["data.corpora=[{tsv: TRAIN, tag: '<s>'}]"], "data.corpora[0].tag='<s>': <s> (the start of a sentence) is a"),
+    (["data.corpora=[{tsv: TRAIN, tag: '<0x41>'}]"], "data.corpora[0].tag='<0x41>': <0x41> (a byte of text"),
     (["data.train=TRAIN", "data.train_src=TRAIN"], "data.train (a TSV file) and data.train_src are both set"),
 ])
 def test_bad_corpora_are_one_line_naming_the_field(tmp_path, sets, needle):

@@ -2,6 +2,7 @@
 changed without constraints (batch-mates included), one clear line for each bad input."""
 
 import random
+import re
 
 import pytest
 from fastapi.testclient import TestClient
@@ -149,3 +150,36 @@ def test_rest_constraints_per_text(transformer_dir):
     assert first == alone
     r = client.post("/api/translate_batch", json={"texts": ["one"], "constraints": [["жук"]]})
     assert r.status_code == 400 and "cannot write" in r.json()["error"]
+
+
+@pytest.fixture(scope="module")
+def separate_translator(tmp_path_factory):
+    """A model whose tokenizer reads </s>, <pad> and <unk> written in text as their ids (Marian's kind)."""
+    from aiayn.data.separate_tokenizer import SeparateTokenizer
+    from tests.model_helpers import model_dir
+
+    pairs = number_task(300, 10, 10, seed=1)["train"]
+    tok = SeparateTokenizer.train([p[0] for p in pairs], [p[1] for p in pairs], 64, False)
+    return Translator.from_pretrained(model_dir(tmp_path_factory.mktemp("separate") / "model", tok, "tiny"))
+
+
+@pytest.mark.parametrize("piece, what", [("</s>", "the end of a sentence"), ("<pad>", "padding"),
+                                         ("<unk>", "an unknown piece"), ("<s>", "the start of a sentence")])
+@pytest.mark.parametrize("which", ["translator", "separate_translator"])
+def test_a_reserved_piece_as_prefix_or_constraint_is_one_line_naming_it(request, which, piece, what):
+    t = request.getfixturevalue(which)
+    reserved = re.escape(f"{piece} ({what}) is a piece the model reserves, not text it writes")
+    with pytest.raises(AiaynError, match=f"^target prefix 1: {reserved}"):
+        t.translate(["one"], target_prefix=[f"neun {piece}"])
+    with pytest.raises(AiaynError, match=f"^sentence 1: constraint 2: {reserved}"):
+        t.translate(["one"], constraints=[["neun", piece]])
+
+
+def test_cli_reserved_piece_in_a_prefix_file(transformer_dir, tmp_path, capsys):
+    src, prefix = tmp_path / "in.txt", tmp_path / "p.txt"
+    src.write_text("one\n")
+    prefix.write_text("</s>\n")
+    code, output = run_cli(["translate", "--model", transformer_dir, "--input", src, "--target-prefix", prefix],
+                           capsys)
+    assert_user_error(code, output, "</s> (the end of a sentence) is a piece the model reserves")
+    assert output.count("\n") == 1
