@@ -141,6 +141,9 @@ def load_test_set(*, src: str | None = None, ref: str | None = None, dataset: st
         if not lines:  # translate accepts an empty input; a score of nothing means nothing
             raise EvaluationError(f"{path} is empty: there is nothing to translate and score; give a test set "
                                   f"with one sentence per line")
+        if not any(line.strip() for line in lines):  # BLEU 0 and TER 0 of nothing, with a CI of [0, 0]
+            raise EvaluationError(f"{path} has only blank lines ({len(lines)}): there is nothing to translate and "
+                                  f"score; give a test set with one sentence per line")
     if len(sources) != len(refs):
         raise EvaluationError(f"{src} has {len(sources)} lines but {ref} has {len(refs)}; they must be aligned")
     return sources, refs

@@ -61,10 +61,15 @@ def _pairs(args, cfg):
     if args.src:
         from aiayn.data.corpus import read_lines
 
-        src, tgt = read_lines(args.src), read_lines(args.tgt)
+        src, tgt = read_lines(args.src, allow_empty=True), read_lines(args.tgt, allow_empty=True)
         if len(src) != len(tgt):
             raise AiaynError(f"--src {args.src} has {len(src)} lines, --tgt {args.tgt} {len(tgt)}: give one target "
                              f"line per source line")
+        blank = next((n for n, pair in enumerate(zip(src, tgt), start=1) if not all(s.strip() for s in pair)), None)
+        if not src or blank is not None:
+            where = "have no lines" if not src else f"line {blank} is blank"
+            raise AiaynError(f"--src {args.src} / --tgt {args.tgt}: {where}; heads are ranked on sentence pairs, "
+                             f"one a line on each side")
         return list(zip(src, tgt)), f"{args.src} / {args.tgt}"
     pairs = builtin_pairs(cfg.data)
     if pairs is None:

@@ -3,11 +3,11 @@
 Across splits: each dev or test source sentence that is also in the training sources (or in dev, for
 test), exactly or once normalised (audit_text.normalise: NFKC, case folded, punctuation and symbols dropped,
 whitespace collapsed), named with its line number in both files. Within a split: duplicated pairs (exact
-and normalised), source = target copies (normalised, non-empty), length-ratio outliers (audit_text.
-LENGTH_RATIO), lines whose script (by Unicode ranges) is not the majority script of their side of the split,
-and encoding problems (invalid UTF-8, control characters, U+FFFD). Files are streamed; a split costs
-16 bytes a line (two 64-bit hashes) plus one byte a line per side for the script, and the held-out
-sentences are kept as normalised text.
+and normalised), source = target copies (normalised, non-empty), pairs with a blank side, length-ratio
+outliers (audit_text.LENGTH_RATIO), lines whose script (by Unicode ranges) is not the majority script of
+their side of the split, and encoding problems (invalid UTF-8, control characters, U+FFFD). Files are
+streamed; a split costs 16 bytes a line (two 64-bit hashes) plus one byte a line per side for the script,
+and the held-out sentences are kept as normalised text.
 """
 
 import logging
@@ -51,13 +51,18 @@ def _line_checks(found: dict, number: int, src, tgt) -> None:
         for problem in T.encoding_problems(raw, text):
             _examples(found, problem, {"line": number, "side": side, "text": text})
     (_, s), (_, t) = src, tgt
+    blank = [side for side, text in (("source", s), ("target", t)) if not text.strip()]
+    if blank:  # a pair that teaches the model to say nothing, or to say something for nothing
+        _examples(found, "blank_sides", {"line": number, "side": " and ".join(blank), "text": s if t.strip() else t})
     if T.length_outlier(s, t):
         _examples(found, "length_ratio", {"line": number, "source": s, "target": t})
 
 
 def _duplicates(hashes: array) -> dict:
     """Lines whose hash an earlier line has: count, and the first groups as line numbers."""
-    values = np.frombuffer(hashes, dtype=np.int64) if len(hashes) else np.zeros(0, np.int64)
+    if not len(hashes):  # an empty split: no line, no duplicate
+        return {"count": 0, "examples": []}
+    values = np.frombuffer(hashes, dtype=np.int64)
     order = np.argsort(values, kind="stable")
     sorted_values = values[order]
     starts = np.flatnonzero(np.r_[True, sorted_values[1:] != sorted_values[:-1]])

@@ -4,6 +4,7 @@ FINDINGS = [
     ("duplicate_pairs_exact", "duplicated pairs (exact)"),
     ("duplicate_pairs_normalised", "duplicated pairs (normalised)"),
     ("copies", "source = target copies"),
+    ("blank_sides", "pairs with a blank side"),
     ("length_ratio", "length-ratio outliers"),
     ("wrong_script", "wrong-script lines"),
     ("invalid_utf8", "invalid UTF-8 lines"),

@@ -159,3 +159,21 @@ def test_audit_help_says_when_it_exits_non_zero(capsys):
         main(["audit", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "exits 0, findings or not" in help_text and "Exits 2" in help_text
+
+
+def test_an_empty_split_counts_zero_everywhere(tmp_path):
+    empty = _pair(tmp_path, "empty", [], [])
+    report = audit_corpus({"train": _pair(tmp_path, "train", ["one"], ["eins"]), "test": empty})
+    found = report["splits"]["test"]["findings"]
+    assert report["splits"]["test"]["lines"] == 0
+    assert found["duplicate_pairs_exact"] == {"count": 0, "examples": []} == found["duplicate_pairs_normalised"]
+    assert "-1" not in report_text(report)
+
+
+def test_pairs_with_a_blank_side_are_a_finding(tmp_path):
+    report = audit_corpus({"train": _pair(tmp_path, "train", ["one", "", "  ", "two"], ["eins", "zwei", " ", ""])})
+    blank = report["splits"]["train"]["findings"]["blank_sides"]
+    assert blank["count"] == 3
+    assert [(e["line"], e["side"]) for e in blank["examples"]] == [(2, "source"), (3, "source and target"),
+                                                                  (4, "target")]
+    assert "pairs with a blank side: 3" in report_text(report)

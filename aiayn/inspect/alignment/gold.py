@@ -52,7 +52,7 @@ def read_gold(path: str | Path, pairs: list[tuple[str, str]]) -> list[Gold]:
     """One Gold per pair, its links checked against the pair's words (the lines split at whitespace)."""
     from aiayn.data.corpus import read_lines
 
-    lines = read_lines(path)
+    lines = read_lines(path, allow_empty=True)  # an empty file is 0 lines, counted against the pairs below
     if len(lines) != len(pairs):
         raise GoldError(f"{path}: {len(lines)} lines for {len(pairs)} sentence pairs; give one line of links "
                         f"per pair (a blank line for a pair without links)")
