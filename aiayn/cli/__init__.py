@@ -111,9 +111,25 @@ def main(argv=None) -> int:
             signal.signal(signal.SIGINT, (lambda signum, frame: _exit_now(130)) if program else previous)
 
 
+# options whose value may start with "-": argparse takes "--alignment-head -1:1" for two options and says
+# only "expected one argument"; joined as "--alignment-head=-1:1", the value reaches the check that says
+# what is wrong with it
+VALUES_LIKE_OPTIONS = ("--alignment-head",)
+
+
+def _join_values(words: list[str]) -> list[str]:
+    out = []
+    for word in words:
+        if out and out[-1] in VALUES_LIKE_OPTIONS and word.startswith("-") and not word.startswith("--"):
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def _run(words: list[str], debug: bool, interrupt: _Interrupt) -> int:
     parser = build_parser()
-    args = parser.parse_args(words)
+    args = parser.parse_args(_join_values(words))
     if args.command is None:
         parser.print_help()
         return 0

@@ -9,6 +9,14 @@ AUDIT_DESCRIPTION = ("Prints what it finds and exits 0, findings or not. Exits 2
                      "names an input); 130 when interrupted (Ctrl-C).")
 
 
+def _shown(text: str) -> int:
+    import argparse
+
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count of examples (0 or more; 0 shows counts only)")
+    return int(text)
+
+
 def add_alignment_head(p) -> None:
     """translate's --alignment-head (the hook lives here, beside the command that ranks the heads)."""
     p.add_argument("--alignment-head", metavar="L:H", help="with --alignment: the cross-attention the links come "
@@ -39,7 +47,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--dev", nargs=2, metavar=("SRC", "TGT"), help="development files")
     p.add_argument("--test", nargs=2, metavar=("SRC", "TGT"), help="test files")
     p.add_argument("--json", metavar="FILE", help="also write the full report as JSON here (atomically)")
-    p.add_argument("--show", type=int, default=5, help="examples shown per finding (default: 5)")
+    p.add_argument("--show", type=_shown, default=5, help="examples shown per finding (default: 5)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the report as a picture: findings per kind and "
                    "split, and the length-ratio distribution with the outlier cut-offs (needs matplotlib)")
 
