@@ -183,6 +183,9 @@ class DecodeConfig:
         early_stopping: departure knob: True ends a sentence's search at K finished hypotheses (fairseq,
             CTranslate2); False (default) goes on while a live hypothesis could still win
             (aiayn/decoding/beam.py).
+        min_length: departure knob: output tokens before the end token may end a hypothesis (0: none; imported models
+            carry their generation config's).
+        no_repeat_ngram_size: departure knob: no n-gram of this many tokens twice in an output (0: off).
     """
 
     beam: int = 4
@@ -191,6 +194,8 @@ class DecodeConfig:
     max_len_b: int = 50
     length_penalty_form: str = "gnmt"
     early_stopping: bool = False
+    min_length: int = 0
+    no_repeat_ngram_size: int = 0
 
 
 @dataclass
@@ -231,7 +236,7 @@ TRAIN_RULES = {
     "attention_timeline": between(0, 8), "pronoun_probe": at_least(0),
 }
 DECODE_RULES = {"beam": at_least(1), "length_penalty": between(0, 10), "max_len_a": at_least(0),
-                "max_len_b": at_least(1),
+                "max_len_b": at_least(1), "min_length": at_least(0), "no_repeat_ngram_size": at_least(0),
                 "length_penalty_form": lambda v: None if v in ("gnmt", "hf") else "must be gnmt or hf"}
 
 

@@ -45,8 +45,9 @@ class DecodeOptions:
     ("gnmt": ((5 + |Y|) / 6)^alpha, "hf": |Y|^alpha), early_stopping (end a sentence at K finished
     hypotheses). Or sampling (temperature, top-k, top-p, seed) instead of beam search: one translation
     per sentence, none of the beam-only options.
-    Controls: min_length (output tokens before </s> may end it), no_repeat_ngram_size (0: off),
-    max_output_len (tokens, at most the model's positions).
+    Controls: min_length (output tokens before </s> may end it; at least the model's decode.min_length),
+    no_repeat_ngram_size (0: the model's decode.no_repeat_ngram_size, itself 0 (off) unless its config sets
+    it), max_output_len (tokens, at most the model's positions).
     Results: return_attention (every attention map of the best hypothesis; native engine).
     Batching: batch_size (sentences), max_tokens (source tokens of a batch, padding included), spread
     (with several workers, batches of equal size so that all end together; the server passes False),
@@ -124,8 +125,11 @@ class DecodeOptions:
                              f"pieces per hypothesis; give a beam of at most {vocab_size // 2}")
         self._check_n_best(beam)
         cap = min(self.max_output_len or max_positions, max_positions)  # step t reads position t
-        if self.min_length >= cap:
-            raise AiaynError(f"min_length={self.min_length}: outputs of this model are at most {cap} tokens with "
+        min_length = self.min_length
+        if self.sampling is None:  # the model's own controls (e.g. an imported generation config's)
+            min_length = max(min_length, getattr(decode_cfg, "min_length", 0))
+        if min_length >= cap:
+            raise AiaynError(f"min_length={min_length}: outputs of this model are at most {cap} tokens with "
                              f"</s>; give at most {cap - 1}")
         if self.sampling is not None:
             if not capabilities.sampling:
@@ -135,8 +139,9 @@ class DecodeOptions:
         form = self.length_penalty_form or decode_cfg.length_penalty_form
         early = decode_cfg.early_stopping if self.early_stopping is None else self.early_stopping
         form, early = self._engine_search(capabilities, form, alpha, early)
+        no_repeat = self.no_repeat_ngram_size or getattr(decode_cfg, "no_repeat_ngram_size", 0)
         return replace(self, beam=beam, alpha=alpha, length_penalty_form=form, early_stopping=early,
-                       max_output_len=cap)
+                       max_output_len=cap, min_length=min_length, no_repeat_ngram_size=no_repeat)
 
     def _engine_search(self, capabilities, form: str, alpha: float, early: bool) -> tuple[str, bool]:
         """The length penalty's form and early stopping the engine can search with. CTranslate2 scores with

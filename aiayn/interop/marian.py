@@ -18,10 +18,13 @@ three differences, each mapped exactly:
 The decoder starts from <pad> (decoder_start_token_id): the tokenizer's bos_id is the pad id, which
 decoding never outputs. A directory that `aiayn export-hf` wrote from a joint vocabulary starts from <s>
 instead, and is imported with aiayn's joint tokenizer (aiayn.interop.marian_vocab.load_tokenizer).
-Beam search of an imported model uses transformers' length penalty (|Y|^alpha,
-decode.length_penalty_form: hf) with the model's num_beams and length_penalty (transformers' defaults 1
-and 1.0 where the model sets none), so `aiayn translate` gives what generate() gives (early_stopping=False;
-aiayn's length limit is a * |source| + b, not generate's max_length, and it forces no </s> at the limit).
+Decoding of an imported model is generate()'s with the checkpoint's own generation config
+(aiayn.interop.marian_generation): transformers' length penalty (|Y|^alpha, decode.length_penalty_form: hf),
+num_beams, length_penalty, early_stopping, the length limits and no_repeat_ngram_size (transformers'
+defaults where the model sets none: beam 1, at most max_length 20 - 1 tokens); a setting aiayn cannot apply
+(repetition_penalty, forced tokens, ...) is named in one warning at import.
+float16 and bfloat16 checkpoints are imported in float32; the positions check judges their sinusoids at
+the checkpoint's precision.
 
 Configs aiayn cannot represent exactly are refused with an error that names the field.
 """
@@ -34,6 +37,7 @@ import torch
 
 from aiayn.checkpoint import check_finite
 from aiayn.errors import AiaynError
+from aiayn.interop.marian_generation import apply_generation
 from aiayn.interop.marian_vocab import UnsupportedModel, load_tokenizer, read_json
 from aiayn.model import ModelConfig, build_model
 from aiayn.model.build import FieldError
@@ -127,12 +131,14 @@ def hidden_permutation(d_model: int) -> torch.Tensor:
     return torch.stack([half, half + d_model // 2], dim=1).flatten()
 
 
-def _check_positions(path: Path, hf_model, perm: torch.Tensor) -> None:
-    """Marian's position tables must be the fixed sinusoids (a checkpoint may carry a learned table)."""
+def _check_positions(path: Path, hf_model, perm: torch.Tensor, dtype: torch.dtype = torch.float32) -> None:
+    """Marian's position tables must be the fixed sinusoids (a checkpoint may carry a learned table), judged
+    at the checkpoint's precision `dtype`: the table rounded to it, within one rounding step (values <= 1)."""
+    tolerance = max(1e-4, torch.finfo(dtype).eps)
     for side in ("encoder", "decoder"):
         table = getattr(hf_model.model, side).embed_positions.weight.detach().float()
-        expected = sinusoid_table(table.size(0), table.size(1))
-        if (table[:, perm] - expected).abs().max() > 1e-4:
+        expected = sinusoid_table(table.size(0), table.size(1)).to(dtype).float()
+        if (table[:, perm] - expected).abs().max() > tolerance:
             raise UnsupportedModel(f"{path}: model.{side}.embed_positions.weight is not the sinusoid table "
                                    f"(learned or altered positions); aiayn's positions are fixed sinusoids")
 
@@ -196,7 +202,18 @@ def _load_hf(path: Path):
             raise AiaynError(f"{path}: transformers could not load the model weights ({_first_line(err)}); the "
                              f"directory must hold what save_pretrained writes") from None
     _check_loading_info(path, info)
-    return hf, hf_model.float().eval()
+    dtype = checkpoint_dtype(hf_model, hf)
+    return hf, hf_model.float().eval(), dtype
+
+
+def checkpoint_dtype(hf_model, hf) -> torch.dtype:
+    """The precision the weights were saved in: float16 or bfloat16 when transformers loaded them so, or when
+    config.json names it (transformers may have cast them to float32 on loading), else float32."""
+    named = str(getattr(hf, "dtype", None) or getattr(hf, "torch_dtype", None) or "").replace("torch.", "")
+    for dtype in (torch.float16, torch.bfloat16):
+        if any(p.dtype == dtype for p in hf_model.parameters()) or named == str(dtype).replace("torch.", ""):
+            return dtype
+    return torch.float32
 
 
 @contextlib.contextmanager
@@ -234,19 +251,12 @@ def _first_line(err: BaseException) -> str:
 
 
 def experiment_config(path: Path, model_cfg: ModelConfig, generation):
-    """config.yaml of the import: the model; decoding as transformers' generate() would do it (the "hf"
-    length penalty, the model's num_beams and length_penalty); the languages, when the tokenizer names them."""
+    """config.yaml of the import: the model; decoding as transformers' generate() would do it with the model's
+    generation config (aiayn.interop.marian_generation); the languages, when the tokenizer names them."""
     from aiayn.config import ExperimentConfig
 
     cfg = ExperimentConfig(model=model_cfg)
-    cfg.decode.length_penalty_form = "hf"
-    cfg.decode.length_penalty = 1.0  # transformers' default
-    if isinstance(generation.num_beams, int) and generation.num_beams >= 1:
-        cfg.decode.beam = generation.num_beams
-    if isinstance(generation.length_penalty, (int, float)) and 0 <= generation.length_penalty <= 10:
-        cfg.decode.length_penalty = float(generation.length_penalty)
-    if isinstance(generation.early_stopping, bool):  # "never" (transformers' strictest search) has no aiayn form
-        cfg.decode.early_stopping = generation.early_stopping
+    apply_generation(cfg.decode, generation, model_cfg.pad_id, str(path))
     languages = read_json(path / "tokenizer_config.json", {})
     for field, key in (("src_lang", "source_lang"), ("tgt_lang", "target_lang")):  # e.g. "de", "en"
         if isinstance(languages.get(key), str) and languages[key]:
@@ -257,13 +267,13 @@ def experiment_config(path: Path, model_cfg: ModelConfig, generation):
 @torch.no_grad()
 def marian_to_aiayn(path: Path):
     """A save_pretrained directory -> (aiayn Transformer with Marian's weights, ExperimentConfig, tokenizer)."""
-    hf, hf_model = _load_hf(path)
+    hf, hf_model, dtype = _load_hf(path)
     weights = next((path / n for n in ("model.safetensors", "pytorch_model.bin") if (path / n).is_file()), path)
     check_finite(hf_model.state_dict(), weights)  # NaN or inf would be imported and translate to one word
     tokenizer = load_tokenizer(path, hf)
     model_cfg = model_config(hf, output_bias=bool(hf_model.final_logits_bias.any()))
     model = build_model(model_cfg).eval()
-    _check_positions(path, hf_model, hidden_permutation(model_cfg.d_model))
+    _check_positions(path, hf_model, hidden_permutation(model_cfg.d_model), dtype)
     model.load_state_dict(convert_weights(hf_model, model), strict=True)
     return model, experiment_config(path, model_cfg, hf_model.generation_config), tokenizer
 

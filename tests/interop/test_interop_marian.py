@@ -87,6 +87,7 @@ def _hf_model(spm_dir, out: Path, activation_function="swish", separate_vocabs=F
     with torch.no_grad():  # non-zero (a random init makes it zero), so that an import without it would fail
         model.final_logits_bias.normal_(0.0, 1.0)
     _calibrate_eos(model, tok)
+    model.generation_config.max_length = 24  # generate()'s limit: the start token and 23 more; the import keeps it
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
