@@ -239,7 +239,12 @@ def check_output_dir(out: str | Path, kind: str, *, force: bool = False, inputs=
         if overlaps(out, Path(source)):
             raise OutputError(f"--out {out} is, contains or lies inside the input {source}; an input is "
                               f"never overwritten: choose a new directory")
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
+    if out.is_symlink():  # replacing it would replace the link, never write where it points
+        target = os.readlink(out)
+        what = "a directory" if out.is_dir() else "a file" if out.exists() else "nothing (a broken link)"
+        raise OutputError(f"--out {out} is a symbolic link to {what} ({target}); aiayn writes a new directory "
+                          f"and never through a link: give the directory's own path or a new one")
+    if out.exists() and not out.is_dir():
         raise OutputError(f"--out {out} exists and is not a directory; choose a new directory")
     if not out.exists() or not any(out.iterdir()):
         return out

@@ -68,6 +68,9 @@ def _check_diagnostics(args) -> None:
     from aiayn.decoding.registry import capabilities_of
     from aiayn.errors import AiaynError
 
+    if args.diagnostics and len(args.model) > 1:
+        raise AiaynError(f"--diagnostics reads one model's cross-attention maps, and an ensemble ({len(args.model)} "
+                         f"--model) has none: give one --model")
     maps = capabilities_of(args.engine).attention_maps
     if args.diagnostics and (not maps or getattr(args, "sample", False)):
         raise AiaynError(f"--diagnostics reads aiayn's cross-attention maps, which "

@@ -11,6 +11,7 @@ exported here too); no file path ever comes from a request: the model is fixed w
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from aiayn.web.answer import max_response_bytes
 from aiayn.web.guards import BodyLimit
@@ -31,7 +32,7 @@ from aiayn.web.limits import (
     Limits,
     heaviest_text,
 )
-from aiayn.web.respond import invalid_request
+from aiayn.web.respond import invalid_request, unreadable_body
 from aiayn.web.routes import health, model, page, postedit, step, timeline, translate
 from aiayn.web.served import serve
 
@@ -50,6 +51,7 @@ def create_app(translator, limits: Limits = DEFAULT_LIMITS, alignment: str | Non
     app = FastAPI(title="aiayn", docs_url=None, redoc_url=None, lifespan=served.lifespan)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY, per_path=BODY_LIMITS)
     app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(StarletteHTTPException, unreadable_body)
     app.state.admission, app.state.batcher = served.admission, served.batcher  # tests watch their queues
     for routes in ROUTES:
         app.include_router(routes.router(served))

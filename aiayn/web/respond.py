@@ -9,8 +9,10 @@ import json
 import logging
 
 from fastapi import Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from aiayn.decoding.workers import WorkersDown
 from aiayn.errors import AiaynError, BudgetExceeded
@@ -96,6 +98,19 @@ async def answer(request: Request, time_limit_s: float, work) -> Response:
     except Exception:  # a bug: its text may hold paths or internals, so it goes to the log only
         log.exception("request failed")
         return error(500, "internal server error (details are in the server's log)")
+
+
+async def unreadable_body(request: Request, exc: StarletteHTTPException) -> Response:
+    """FastAPI answers a body that json cannot read for a reason other than its syntax with 400 "There was an
+    error parsing the body", whatever the reason (the error it caught is the exception's cause): that reason, in
+    words. Every other HTTP error is answered as FastAPI answers it."""
+    cause = exc.__cause__
+    if isinstance(cause, RecursionError):
+        return error(400, "the JSON body is nested too deeply to read (about 1,000 levels of [ or {); a request "
+                          "is one flat object, such as {\"text\": \"...\"}")
+    if isinstance(cause, UnicodeDecodeError):
+        return error(400, f"the JSON body is not UTF-8 text (an invalid byte at {cause.start}); send it as UTF-8")
+    return await http_exception_handler(request, exc)
 
 
 async def invalid_request(request: Request, exc: RequestValidationError) -> Response:

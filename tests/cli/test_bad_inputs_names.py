@@ -62,3 +62,22 @@ def test_an_alignment_head_starting_with_a_minus_reaches_its_check(transformer_d
                          "--alignment-head", "-1:1"], capsys)
     assert_user_error(code, out, "--alignment-head '-1:1': give L:H (layer L, head H, counted from 1)")
     assert "expected one argument" not in out
+
+
+def test_diagnostics_with_an_ensemble_names_the_ensemble(transformer_dir, tmp_path, capsys):
+    one = tmp_path / "one.txt"
+    one.write_text("one\n")
+    for argv in (["translate", "--input", one], ["evaluate", "--src", one, "--ref", one]):
+        code, out = run_cli([*argv, "--model", transformer_dir, "--model", transformer_dir, "--diagnostics"], capsys)
+        assert_user_error(code, out, "--diagnostics reads one model's cross-attention maps, and an ensemble "
+                                     "(2 --model) has none: give one --model")
+
+
+def test_export_to_a_link_to_a_users_directory_says_it_is_a_link(transformer_dir, tmp_path, capsys):
+    mine, link = tmp_path / "mine", tmp_path / "link"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep\n")
+    link.symlink_to(mine)
+    code, out = run_cli(["export-hf", "--model", transformer_dir, "--out", link, "--force"], capsys)
+    assert_user_error(code, out, f"--out {link} is a symbolic link to a directory ({mine})")
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and link.is_symlink()

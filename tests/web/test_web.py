@@ -94,6 +94,18 @@ def test_malformed_and_oversized_bodies(client):
     assert r.status_code == 400 and "layer=9" in r.json()["error"]
 
 
+@pytest.mark.parametrize("body, needle", [
+    (b'{"text": ' + b"[" * 3000 + b"]" * 3000 + b"}", "the JSON body is nested too deeply to read"),
+    (b'{"text": "one", "x": ' + b'{"a":' * 2000 + b"1" + b"}" * 2000 + b"}", "nested too deeply"),
+    (b'{"text": "\xff\xfe"}', "the JSON body is not UTF-8 text (an invalid byte at 10)"),
+])
+def test_an_unreadable_body_says_why(client, body, needle):
+    """Not FastAPI's "There was an error parsing the body": what kept the JSON from being read."""
+    r = client.post("/api/translate", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and needle in r.json()["error"], r.text
+    assert client.get("/api/nowhere").status_code == 404  # every other HTTP error as FastAPI answers it
+
+
 def test_rnn_model_page_api(rnn_dir):
     client = TestClient(create_app(Translator.from_pretrained(rnn_dir)))
     body = client.post("/api/translate", json={"text": "forty five", "beam": 2}).json()
