@@ -12,8 +12,8 @@ ENGINE_HELP = ("native: aiayn's own beam search (attention maps); ct2: CTranslat
                "MODEL/ct2/ (made or refreshed when missing or stale; needs aiayn[export]); scores with the hf "
                "length penalty |Y|^alpha (default: native)")
 COMPUTE_HELP = ("precision of the products, as CTranslate2 spells it: native engine float32 (default), bfloat16 or "
-                "int8 (CPU; attention maps as ever; docs/guides/translate-evaluate.md); with --engine ct2 any CTranslate2 "
-                "compute type, e.g. int8, int8_float32 (default: CTranslate2's default for the device)")
+                "int8 (CPU; attention maps as ever; docs/guides/translate-evaluate.md); with --engine ct2 any "
+                "CTranslate2 compute type, e.g. int8, int8_float32 (default: CTranslate2's default for the device)")
 WORKERS_HELP = ("batches decoded side by side on CPU, each on one core: worker processes of one thread for the "
                 "native engine (forked on Linux: they share the model's memory), CTranslate2's inter_threads for "
                 "ct2; the cores are the usual choice for a file (default: 1, this process alone; interactive "

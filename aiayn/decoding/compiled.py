@@ -26,7 +26,6 @@ only when sentences leave the batch. The step is compiled twice: for few rows wi
 (tuned for them), for many rows with ATen's (oneDNN/MKL: faster there); SMALL_ROWS divides them.
 """
 
-import math
 import shutil
 import warnings
 from dataclasses import dataclass
@@ -39,9 +38,8 @@ from torch.export import Dim
 from torch.nn import functional as F
 
 from aiayn.cpu import compute_type_of
-from aiayn.cpu.compute_types import int8_project, int8_weight
-from aiayn.decoding.beam import top_candidates
 from aiayn.decoding.compiled_cache import cached, fingerprint
+from aiayn.decoding.compiled_step import TracedEncoder, TracedStep, example_inputs
 from aiayn.errors import AiaynError
 
 CAPACITY_STEP = 32  # positions added to the self-attention cache when it is full
@@ -138,119 +136,6 @@ def check_compilable(model, device: torch.device) -> None:
                          "(Debian/Ubuntu: apt-get install g++), or decode without --compile")
 
 
-class _Step(torch.nn.Module):
-    """The decoding step as a module, for torch.export: the model's weights are its parameters (inductor
-    freezes them into the compiled step)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-        self.compute_type = compute_type_of(model)
-        self.register_buffer("positions", model.positional.table.detach().clone(), persistent=False)  # (max_len, D)
-        if self.compute_type != "float32":  # the weights in their low-precision form, made once: constants
-            for name, weight in _step_weights(model).items():  # inductor freezes, never converted at a step
-                if self.compute_type == "bfloat16":
-                    self.register_buffer(f"w_{name}", weight.detach().to(torch.bfloat16), persistent=False)
-                else:
-                    quantized_t, scale = int8_weight(weight)
-                    self.register_buffer(f"q_{name}", quantized_t, persistent=False)
-                    self.register_buffer(f"s_{name}", scale, persistent=False)
-
-    def linear(self, x, name: str, weight, bias):
-        """x W^T + b in the step's compute type (aiayn.cpu.compute_types); name: the weight's in _step_weights."""
-        if self.compute_type == "float32":
-            return F.linear(x, weight, bias)
-        if self.compute_type == "bfloat16":
-            bias = None if bias is None else bias.to(torch.bfloat16)
-            return F.linear(x.to(torch.bfloat16), getattr(self, f"w_{name}"), bias).float()
-        return int8_project(x, (getattr(self, f"q_{name}"), getattr(self, f"s_{name}")), bias)
-
-    def forward(self, tokens, position, rows, ancestors, self_k, self_v, cross_k, cross_v, src_bias, hyp_scores,
-                forbidden, n_like):
-        """tokens (R,), position (1,) = t, rows (R,) of ancestors (R_prev, t + 1) (its column t is set here);
-        self_k/self_v (t + 1, L, R0, H, d_head) with positions 0..t-1 (position t's slots are not read);
-        cross_k/cross_v (L, B', H, S, d_head), src_bias (B', S) -> (log_probs (R, V), ancestors (R, t + 1),
-        keys and values of position t (L, R, H, d_head), for the caller to cache, and beam search's
-        n = n_like.size(0) candidates per sentence (values, origin row, token (B', n)) from the hypotheses'
-        scores hyp_scores (R,) and the log-probs with the `forbidden` tokens (pad, bos) at -inf).
-        The sublayers of DecoderLayer.step with the weights read directly; self-attention reads position c of
-        row r from slot ancestors[r, c] (no cache is copied when beams are reordered: only the table)."""
-        m = self.model
-        R, B, C = tokens.size(0), cross_k.size(1), self_k.size(0)
-        x = m.tgt_embed(tokens) + self.positions.index_select(0, position)[0]  # (R, D), §3.4 + §3.5
-        ancestors = ancestors.index_select(0, rows).index_copy(1, position, torch.arange(R)[:, None])  # (R, t + 1)
-        steps = torch.arange(C)
-        now = (steps == position)[None, :, None, None]  # (1, t + 1, 1, 1)
-        new_k, new_v = [], []
-        for i, layer in enumerate(m.decoder_layers):
-            attn, H = layer.self_attn, layer.self_attn.n_heads
-            d = attn.d_head
-            qkv = self.linear(layer.sublayer_input(x, layer.self_attn_norm), f"{i}_self_in", attn.in_proj.weight,
-                              attn.in_proj.bias).view(R, 3, H, d)
-            new_k.append(qkv[:, 1])
-            new_v.append(qkv[:, 2])
-            # (R, t + 1, H, d): each row's own past, and position t from this step (the caller writes it to the cache:
-            # written here, the caches were copied whole)
-            k = torch.where(now, qkv[:, None, 1], self_k[:, i][steps, ancestors])
-            v = torch.where(now, qkv[:, None, 2], self_v[:, i][steps, ancestors])
-            scores = (qkv[:, None, 0] * k).sum(-1) / math.sqrt(d)  # (R, t + 1, H)
-            heads = (torch.softmax(scores, dim=1)[..., None] * v).sum(1)  # (R, H, d)
-            out = self.linear(heads.reshape(R, H * d), f"{i}_self_out", attn.out_proj.weight, attn.out_proj.bias)
-            x = layer.sublayer_output(x, out, layer.self_attn_norm)
-            cross, D = layer.cross_attn, H * d
-            q = self.linear(layer.sublayer_input(x, layer.cross_attn_norm), f"{i}_cross_q", cross.in_proj.weight[:D],
-                            cross.in_proj.bias[:D]).view(B, R // B, H, d).transpose(1, 2)  # (B', H, G, d)
-            # products as sums of element-wise products: inductor fuses them into its own C++ loops (there is no
-            # C++ GEMM of its for batched products, and ATen's were slower: see INDUCTOR_CONFIG)
-            scores = (q[:, :, :, None] * cross_k[i][:, :, None]).sum(-1) / math.sqrt(d) + src_bias[:, None, None]
-            weights = torch.softmax(scores, dim=-1)  # (B', H, G, S)
-            heads = (weights[..., None] * cross_v[i][:, :, None]).sum(-2).transpose(1, 2).reshape(R, D)  # (R, D)
-            out = self.linear(heads, f"{i}_cross_out", cross.out_proj.weight, cross.out_proj.bias)
-            x = layer.sublayer_output(x, out, layer.cross_attn_norm)
-            ffn = layer.ffn
-            hidden = ffn.activation(self.linear(layer.sublayer_input(x, layer.ffn_norm), f"{i}_ffn_1", ffn.w_1.weight,
-                                                ffn.w_1.bias))
-            out = self.linear(hidden, f"{i}_ffn_2", ffn.w_2.weight, ffn.w_2.bias)
-            x = layer.sublayer_output(x, out, layer.ffn_norm)
-        logits = self.linear(m.decoder_norm(x), "generator", m.generator.weight, m.generator.bias)  # (R, V)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
-        # the forbidden tokens by comparison, not index_fill: inductor then vectorizes the fused loop over the
-        # log-probs and the candidates' block maxima (a 256-row step: 3.3 ms with index_fill)
-        token_ids = torch.arange(log_probs.size(1))
-        banned = (token_ids == forbidden[0]) | (token_ids == forbidden[1])
-        allowed = log_probs.masked_fill(banned, float("-inf")).view(B, R // B, -1)
-        candidates = top_candidates(allowed, hyp_scores.view(B, R // B), n_like.size(0))
-        return log_probs, ancestors, torch.stack(new_k), torch.stack(new_v), *candidates
-
-
-def _step_weights(model) -> dict[str, torch.Tensor]:
-    """Every weight the step multiplies by, by the name _Step.linear gives it."""
-    weights = {"generator": model.generator.weight}
-    for i, layer in enumerate(model.decoder_layers):
-        D = layer.cross_attn.d_model
-        weights.update({f"{i}_self_in": layer.self_attn.in_proj.weight,
-                        f"{i}_self_out": layer.self_attn.out_proj.weight,
-                        f"{i}_cross_q": layer.cross_attn.in_proj.weight[:D],
-                        f"{i}_cross_out": layer.cross_attn.out_proj.weight,
-                        f"{i}_ffn_1": layer.ffn.w_1.weight, f"{i}_ffn_2": layer.ffn.w_2.weight})
-    return weights
-
-
-class _Encode(torch.nn.Module):
-    """The encoder and every decoder layer's cross-attention K/V as a module, for torch.export."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, src):
-        """src (B, S) -> (cross_k, cross_v (L, B, H, S, d_head), src_bias (B, S): -inf at padding)."""
-        memory, _ = self.model.encode(src)
-        kv = [layer.cross_attn.project_kv(memory, memory) for layer in self.model.decoder_layers]
-        src_bias = torch.where(src == self.model.pad_id, float("-inf"), 0.0)
-        return torch.stack([k for k, _ in kv]), torch.stack([v for _, v in kv]), src_bias
-
-
 @dataclass
 class Encoded:
     """What CompiledDecoder.encode gives init_state: every layer's cross-attention K/V and the source bias."""
@@ -258,28 +143,6 @@ class Encoded:
     cross_k: torch.Tensor
     cross_v: torch.Tensor
     src_bias: torch.Tensor
-
-
-def _example(model, kind: str):
-    """Inputs to export the step with, and which of their sizes vary: rows R (2 or more: see
-    CompiledDecoder.decode_step), the previous step's rows, slots R0, sentences B', positions t + 1, source
-    length S (2..: see CompiledDecoder.encode). The sizes are all different (none is tied to another), about
-    those the step meets: inductor shapes its loops and GEMMs for them."""
-    layer = model.decoder_layers[0].self_attn
-    L, H, d = len(model.decoder_layers), layer.n_heads, layer.d_head
-    B, R, R_prev, R0, C, S = (2, 6, 7, 8, 10, 5) if kind == "small" else (64, 256, 257, 258, 21, 20)
-    size = lambda name, low=2: Dim(name, min=low, max=1 << 20)  # noqa: E731
-    rows, before, slots, sentences, positions, length = (size("rows"), size("before"), size("slots"),
-                                                         size("B", 1), size("C", 1), size("S"))
-    inputs = (torch.full((R,), model.pad_id), torch.tensor([C - 1]), torch.arange(R),
-              torch.zeros(R_prev, C, dtype=torch.long),
-              torch.zeros(C, L, R0, H, d), torch.zeros(C, L, R0, H, d), torch.zeros(L, B, H, S, d),
-              torch.zeros(L, B, H, S, d), torch.zeros(B, S), torch.zeros(R), torch.tensor([0, 1]),
-              torch.zeros(9))
-    sizes = ({0: rows}, None, {0: rows}, {0: before, 1: positions}, {0: positions, 2: slots},
-             {0: positions, 2: slots}, {1: sentences, 3: length}, {1: sentences, 3: length},
-             {0: sentences, 1: length}, {0: rows}, None, {0: Dim("n", min=1, max=1 << 20)})
-    return inputs, sizes
 
 
 def _direct(compiled):
@@ -318,7 +181,7 @@ class CompiledDecoder:
     def __init__(self, model, small_rows: int = SMALL_ROWS):
         self.model, self.small_rows = model.eval(), small_rows
         self._steps = self._encode = None
-        self._eager_encode = _Encode(self.model)  # for sources over MAX_ENCODE_TOKENS (see there)
+        self._eager_encode = TracedEncoder(self.model)  # for sources over MAX_ENCODE_TOKENS (see there)
 
     def warm_up(self, beam: int = 4) -> None:
         """Compiles the steps and the encoder now (about a minute and a half), or loads them where kept (a few
@@ -342,10 +205,10 @@ class CompiledDecoder:
 
         def build(directory: Path) -> None:
             for kind, gemms in GEMMS.items():
-                _package(_Step(self.model), *_example(self.model, kind), directory / f"step_{kind}.pt2",
+                _package(TracedStep(self.model), *example_inputs(self.model, kind), directory / f"step_{kind}.pt2",
                          "ATEN" if low_precision else gemms)
             if not low_precision:
-                _package(_Encode(self.model), *encode_inputs, directory / "encode.pt2")
+                _package(TracedEncoder(self.model), *encode_inputs, directory / "encode.pt2")
 
         small, large, *encode = cached(fingerprint(self.model), names, build, _load)
         return {"small": small, "large": large}, (encode[0] if encode else None)

@@ -59,7 +59,8 @@ def _cpu_flags() -> str:
 
 def _code_files() -> list[Path]:
     package = Path(__file__).resolve().parent.parent  # aiayn/
-    return sorted((package / "model").glob("*.py")) + [package / "decoding" / "compiled.py"]
+    return (sorted((package / "model").glob("*.py")) + [package / "cpu" / "compute_types.py"]
+            + [package / "decoding" / name for name in ("compiled.py", "compiled_step.py")])
 
 
 def fingerprint(model: torch.nn.Module) -> str:

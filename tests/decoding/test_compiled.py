@@ -405,10 +405,10 @@ def test_a_full_disk_under_the_cache_builds_for_this_run(monkeypatch, tmp_path, 
 def test_large_sources_are_encoded_eagerly(model, monkeypatch, one_thread):
     """Beyond MAX_ENCODE_TOKENS the encoder runs eagerly (the compiled one was slower there); the compiled
     steps after it still give the model's numbers."""
-    CompiledDecoder(model).warm_up()  # compiled (or loaded) first: below, _Encode.forward runs only to encode
+    CompiledDecoder(model).warm_up()  # compiled (or loaded) first: below, TracedEncoder.forward runs only to encode
     monkeypatch.setattr(compiled_module, "MAX_ENCODE_TOKENS", 0)
-    eager, forward = [], compiled_module._Encode.forward
-    monkeypatch.setattr(compiled_module._Encode, "forward", lambda self, src: (eager.append(self.model),
+    eager, forward = [], compiled_module.TracedEncoder.forward
+    monkeypatch.setattr(compiled_module.TracedEncoder, "forward", lambda self, src: (eager.append(self.model),
                                                                                forward(self, src))[1])
     with torch.inference_mode():
         _compiled_equals_eager(model)
