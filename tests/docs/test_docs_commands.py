@@ -752,8 +752,10 @@ def prepared(tmp_path_factory):
     for stand_in, model in STAND_INS.items():
         (root / stand_in).symlink_to(model)
     aiayn("heads", "--model", "runs/demo/average", "--write-gold", "test.align")
-    shutil.copy(root / "test.align.src", root / "test.en")
-    shutil.copy(root / "test.align.tgt", root / "test.de")
+    # moved, not copied: the README writes test.align.src / .tgt itself, as a new user's first commands do
+    # (an existing one is kept unless --force)
+    shutil.move(root / "test.align.src", root / "test.en")
+    shutil.move(root / "test.align.tgt", root / "test.de")
     (root / "in.de").write_text("Ein Mann fährt Fahrrad.\nZwei Hunde spielen im Schnee.\n", encoding="utf-8")
     (root / "prefixes.en").write_text("A man\n\n", encoding="utf-8")
     _multi30k(root / "path" / "to" / "multi30k")
