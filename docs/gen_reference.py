@@ -55,6 +55,8 @@ TEXT = {
         "rest.answer": "Answer fields:",
         "rest.answer_table": "| Field | Type |",
         "rest.example": "Example:",
+        "rest.status": "Answers by status code:",
+        "rest.status_table": "| Status | Body | When |",
     },
     "ko": {
         "cli.title": "명령줄",
@@ -88,6 +90,8 @@ TEXT = {
         "rest.answer": "응답 필드:",
         "rest.answer_table": "| 필드 | 타입 |",
         "rest.example": "예시:",
+        "rest.status": "상태 코드별 응답:",
+        "rest.status_table": "| 상태 | 본문 | 경우 |",
     },
 }
 
@@ -257,21 +261,38 @@ def _rounded(value):
     return value
 
 
-def _json_type(value) -> str:
-    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object",
-            type(None): "null"}[type(value)]
+def _ref_name(response: dict) -> str:
+    schema = response.get("content", {}).get("application/json", {}).get("schema", {})
+    return " or ".join(f"`{v['$ref'].rsplit('/', 1)[-1]}`" for v in schema.get("anyOf", [schema]) if "$ref" in v)
 
 
-def answer_fields(value, prefix: str = "") -> list[tuple[str, str]]:
-    """(dotted name, JSON type) of every field of an answer, into objects and the first item of arrays."""
+def _kind(prop: dict, components: dict) -> str:
+    """A property's JSON type in words: `string`, `array of number`, `integer or null`, `PageAnswer`."""
+    if "$ref" in prop:
+        return prop["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in prop:
+        return " or ".join(_kind(p, components) for p in prop["anyOf"])
+    if prop.get("type") == "array":
+        return f"array of {_kind(prop.get('items', {}), components)}" if prop.get("items") else "array"
+    return prop.get("type", "any")
+
+
+def schema_rows(schema: dict, components: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted name, type) of every field an answer's schema declares, into objects and arrays of objects; of a
+    union (anyOf), each field once, in order (as its first variant types it)."""
     rows = []
-    for key, item in value.items():
-        name = f"{prefix}{key}"
-        rows.append((name, _json_type(item)))
-        if isinstance(item, dict) and not name.endswith("maps"):
-            rows += answer_fields(item, name + ".")
-        elif isinstance(item, list) and item and isinstance(item[0], dict):
-            rows += answer_fields(item[0], name + "[].")
+    for variant in schema.get("anyOf", [schema]):
+        if "$ref" in variant:
+            variant = components[variant["$ref"].rsplit("/", 1)[-1]]
+        for name, prop in variant.get("properties", {}).items():
+            if any(n == f"{prefix}{name}" for n, _ in rows):
+                continue
+            rows.append((f"{prefix}{name}", _kind(prop, components)))
+            for inner in prop.get("anyOf", [prop]):
+                nested = inner.get("items", {}) if inner.get("type") == "array" else inner
+                if "$ref" in nested:
+                    suffix = "[]." if inner.get("type") == "array" else "."
+                    rows += schema_rows(nested, components, f"{prefix}{name}{suffix}")
     return rows
 
 
@@ -314,13 +335,15 @@ def _endpoint(client, path: str, method: str, op: dict, components: dict, step_b
         for name in nested:
             lines += ["", f"`{name}`:", "", *_schema_fields({"$ref": name}, components, lang)]
     request = EXAMPLES.get(path, step_body if path == "/api/step" else None)
-    answer = (client.post(path, json=request) if method == "post" else client.get(path)).json()
-    rows = answer_fields(answer)
-    if path == "/api/translate":  # the page's answer, with the maps
-        rows += [r for r in answer_fields(client.post(path, json={"text": "forty five"}).json()) if r not in rows]
+    declared = op.get("responses", {})
+    answer_schema = declared.get("200", {}).get("content", {}).get("application/json", {}).get("schema", {})
     lines += ["", text["rest.answer"], "", text["rest.answer_table"], "|---|---|",
-              *[f"| `{n}` | {k} |" for n, k in rows]]
+              *[f"| `{n}` | {k} |" for n, k in schema_rows(answer_schema, components)]]
+    lines += ["", text["rest.status"], "", text["rest.status_table"], "|---|---|---|",
+              *[f"| {status} | {_ref_name(r)} | {cell(r.get('description', ''))} |"
+                for status, r in declared.items()]]
     if path in EXAMPLES:
+        answer = (client.post(path, json=request) if method == "post" else client.get(path)).json()
         lines += ["", text["rest.example"], "", "```json", json.dumps(request, ensure_ascii=False), "```", "",
                   "```json", json.dumps(_rounded(answer), ensure_ascii=False), "```"]
     return lines
@@ -336,6 +359,9 @@ def rest_page(lang: str = "en") -> str:
     step_body = {"source_ids": tok.encode(["forty five"])[0] + [tok.eos_id], "target_input_ids": [tok.bos_id],
                  "kind": "cross", "layer": 0, "head": 0, "query": 0}
     lines = [f"# {TEXT[lang]['rest.title']}", "", NOTE.strip(), "", *TEXT[lang]["rest.intro"]]
+    for name in ("ErrorBody", "InvalidRequest"):  # the refusals' bodies, named in each route's status table
+        lines += ["", f"`{name}`:", "", TEXT[lang]["rest.answer_table"], "|---|---|",
+                  *[f"| `{n}` | {k} |" for n, k in schema_rows({"$ref": name}, components)]]
     with TestClient(app) as client:
         for path, methods in schema["paths"].items():
             if path.startswith("/api/"):

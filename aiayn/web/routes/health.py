@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from aiayn.web.served import Served
+from aiayn.web.shapes import HealthAnswer, responses
 
 
 def router(served: Served) -> APIRouter:
@@ -16,7 +17,7 @@ def router(served: Served) -> APIRouter:
                    "model": Path(translator.model_dir or "").name}
     worker_pool = getattr(translator, "pool", None)  # worker processes (aiayn serve --workers N), or None
 
-    @routes.get("/api/health")
+    @routes.get("/api/health", responses=responses(HealthAnswer, 503))
     async def health():  # async, and never waits for the model or its thread
         if worker_pool is None:
             return health_info

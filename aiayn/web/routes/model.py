@@ -5,17 +5,18 @@ from fastapi import APIRouter
 
 from aiayn.web.positions import positions_panel
 from aiayn.web.served import Served
+from aiayn.web.shapes import InfoAnswer, PositionsAnswer, responses
 
 
 def router(served: Served) -> APIRouter:
     routes = APIRouter()
     info, positions = served.info, positions_panel(served.translator.model)
 
-    @routes.get("/api/info")
+    @routes.get("/api/info", responses=responses(InfoAnswer))
     async def model_panel():
         return info  # computed once, like health_info
 
-    @routes.get("/api/positions")
+    @routes.get("/api/positions", responses=responses(PositionsAnswer))
     async def positions_table():  # the positional-encoding panel; computed once
         return positions
 

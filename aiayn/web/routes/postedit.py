@@ -10,12 +10,14 @@ from aiayn.web.limits import AlternativesRequest
 from aiayn.web.postedit import alternatives_json
 from aiayn.web.respond import NATIVE_ONLY, answer, error
 from aiayn.web.served import Served
+from aiayn.web.shapes import AlternativesAnswer, responses
 
 
 def router(served: Served) -> APIRouter:
     routes = APIRouter()
 
-    @routes.post("/api/alternatives")  # post-editing: the top-k next tokens at one position (aiayn.web.postedit)
+    # post-editing: the top-k next tokens at one position (aiayn.web.postedit)
+    @routes.post("/api/alternatives", responses=responses(AlternativesAnswer, 400, 422, 503, 500))
     async def next_tokens(req: AlternativesRequest, request: Request):
         if not served.capabilities.attention_maps:
             return error(400, NATIVE_ONLY)

@@ -14,12 +14,13 @@ from aiayn.inspect.steps.rnn_step import rnn_step
 from aiayn.web.limits import StepRequest
 from aiayn.web.respond import NATIVE_ONLY, answer, dumps, error
 from aiayn.web.served import Served
+from aiayn.web.shapes import AttentionStep, RnnStep, responses
 
 
 def router(served: Served) -> APIRouter:
     routes = APIRouter()
 
-    @routes.post("/api/step")
+    @routes.post("/api/step", responses=responses(AttentionStep | RnnStep, 400, 422, 503, 500))
     async def step(req: StepRequest, request: Request):
         if not served.capabilities.attention_maps:
             return error(400, NATIVE_ONLY)

@@ -29,6 +29,9 @@ from aiayn.web.plain import diagnosed_json, trace_json, translate_plain
 from aiayn.web.respond import NATIVE_ONLY, answer, error
 from aiayn.web.scoring import score_json
 from aiayn.web.served import Served
+from aiayn.web.shapes import BatchAnswer, PageAnswer, PlainAnswer, ScoreAnswer, TraceAnswer, responses
+
+REFUSALS = (400, 422, 503, 500)
 
 
 def router(served: Served) -> APIRouter:
@@ -36,7 +39,7 @@ def router(served: Served) -> APIRouter:
     translator, limits, engine, admission = served.translator, served.limits, served.capabilities, served.admission
     time_limit_s = limits.time_limit_s
 
-    @routes.post("/api/translate")
+    @routes.post("/api/translate", responses=responses(PageAnswer | PlainAnswer | TraceAnswer, *REFUSALS))
     async def translate(req: TranslateRequest, request: Request):
         if req.n_best != 1 and req.attention:
             return error(400, "n_best is for plain translations: send \"attention\": false")
@@ -58,13 +61,13 @@ def router(served: Served) -> APIRouter:
         return await answer(request, time_limit_s, admission.run(partial(translate_json, translator, limits, req,
                                                                           served.langs, served.aligned_by)))
 
-    @routes.post("/api/translate_batch")
+    @routes.post("/api/translate_batch", responses=responses(BatchAnswer, *REFUSALS))
     async def translate_batch(req: TranslateBatchRequest, request: Request):
         prefixes = req.target_prefixes if req.target_prefixes is not None else [""] * len(req.texts)
         return await answer(request, time_limit_s, translate_plain(
             served.batcher, translator, limits, req, req.texts, prefixes, batch=True, constraints=req.constraints))
 
-    @routes.post("/api/score")
+    @routes.post("/api/score", responses=responses(ScoreAnswer, *REFUSALS))
     async def score(req: ScoreRequest, request: Request):
         work = partial(score_json, translator, req.sources, req.targets, alpha=req.alpha,
                        length_penalty_form=req.length_penalty_form, max_source_tokens=MAX_SOURCE_TOKENS,
