@@ -29,6 +29,7 @@ import numpy as np
 from aiayn.data.batching import make_batches
 from aiayn.data.corpus import iter_parallel, iter_tsv
 from aiayn.data.encoded import EncodedCorpus, encoded_corpus
+from aiayn.data.memory_budget import check_epoch
 from aiayn.data.spm_training import reserved_piece, reserved_reason
 from aiayn.errors import ConfigError
 
@@ -181,10 +182,13 @@ def epoch_batches(corpus, max_tokens: int, seed: int, epoch: int) -> list[np.nda
 
 def encoded_mixture(data, tokenizer, fingerprint: str, cache: Path, is_main: bool, barrier) -> MixedCorpus:
     """Each corpus of data.corpora encoded on its own (aiayn.data.encoded; pairs longer than data.max_len
-    dropped), so that its size, and so its share of an epoch, counts the pairs training has."""
+    dropped), so that its size, and so its share of an epoch, counts the pairs training has. The weights are
+    checked against those sizes (aiayn.data.memory_budget) before an epoch is drawn."""
     parts = [encoded_corpus(spec.pairs, tokenizer, data.max_len, f"{fingerprint}|corpus {k}", cache, is_main,
                             barrier, locked=True) for k, spec in enumerate(corpus_specs(data))]
-    return MixedCorpus(parts=parts, weights=[spec.weight for spec in corpus_specs(data)])
+    specs = corpus_specs(data)
+    check_epoch([spec.name for spec in specs], [len(p) for p in parts], [spec.weight for spec in specs])
+    return MixedCorpus(parts=parts, weights=[spec.weight for spec in specs])
 
 
 def unknown_tags(text: str, has_piece) -> list[str]:

@@ -20,10 +20,11 @@ from aiayn.checkpoint import load_checkpoint
 from aiayn.config import ExperimentConfig
 from aiayn.config_text import config_yaml, parse_yaml, to_dict
 from aiayn.data.audit import warn_held_out_in_training
-from aiayn.data.corpora import corpus_tags, encoded_mixture
+from aiayn.data.corpora import MixedCorpus, corpus_tags, encoded_mixture
 from aiayn.data.datasets import iter_pairs, to_examples
 from aiayn.data.encoded import EncodedCorpus, encoded_corpus
 from aiayn.data.fingerprint import data_fingerprint, files_fingerprint
+from aiayn.data.memory_budget import check_training_sizes, epoch_pair_counts
 from aiayn.data.separate_tokenizer import SeparateTokenizer
 from aiayn.data.tokenizer import TOKENIZER_FILES, Tokenizer, load_dir
 from aiayn.device import resolve_device
@@ -299,6 +300,19 @@ def _new_model(cfg, init: InitModel | None):
     return model
 
 
+def _check_sizes(cfg, train) -> None:
+    """The model and one batch against free memory (aiayn.data.memory_budget), before either is built: the
+    parameters counted on the meta device, which allocates nothing."""
+    with torch.device("meta"):
+        parameters = count_parameters(build_model(cfg.model))
+    epoch_pairs = sum(epoch_pair_counts([len(p) for p in train.parts], train.weights)) \
+        if isinstance(train, MixedCorpus) else len(train)
+    longest = int(max(np.max(train.src_lengths), np.max(train.tgt_lengths))) + 1
+    check_training_sizes(parameters=parameters, layers=cfg.model.n_encoder_layers + cfg.model.n_decoder_layers,
+                         d_model=cfg.model.d_model, tgt_vocab_size=cfg.model.tgt_vocab_size,
+                         max_tokens=cfg.train.max_tokens, epoch_pairs=epoch_pairs, longest=longest)
+
+
 def _run_fingerprint(data, out: Path) -> tuple[str, str | None]:
     """(the training and validation data's fingerprint, the data files' own): the files' hash, when they are
     the same as when this run last started, saves reading every pair again."""
@@ -351,6 +365,7 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     valid = EncodedCorpus.from_examples(to_examples(valid_pairs, tokenizer, None, "validation data"))
     if cfg.model.max_positions is not None:
         _check_lengths(valid, cfg.model.max_positions, f"validation data ({_valid_source(cfg.data)})")
+    _check_sizes(cfg, train)
     model = _new_model(cfg, init)
     if dist.is_main:
         write_text_atomic(out / "config.yaml", config_yaml(cfg), follow_links=False)
