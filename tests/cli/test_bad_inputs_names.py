@@ -1,6 +1,8 @@
 """Names, reserved pieces, empty inputs and the real cause: outputs aiayn derives from a user's name are kept
 unless --force; a refusal says what was wrong in one line."""
 
+import re
+
 import pytest
 
 from aiayn.cli import main
@@ -28,7 +30,7 @@ def test_empty_and_blank_files_are_counted_or_one_line(transformer_dir, tmp_path
     blank.write_text("\n\n  \n")
     one.write_text("one\n")
     code, out = run_cli(["audit", "--train", empty, empty], capsys)
-    assert code == 0 and "train: 0 lines" in out and "-1" not in out and "no findings" in out, out
+    assert code == 0 and "train: 0 lines" in out and not re.search(r"(^|\s)-\d", out) and "no findings" in out, out
     code, out = run_cli(["audit", "--train", blank, blank], capsys)
     assert code == 0 and "pairs with a blank side: 3" in out, out
     code, out = run_cli(["score", "--model", transformer_dir, "--src", empty, "--tgt", empty], capsys)

@@ -414,7 +414,7 @@ def check_curl(words: list[str]):
     port, path = int(match.group(1)), match.group(2)
     method = args.request or ("POST" if args.data is not None else "GET")
     routes = "".join(p.read_text(encoding="utf-8") for p in (REPO / "aiayn" / "web" / "routes").glob("*.py"))
-    if f'@routes.{method.lower()}("{path}")' not in routes:
+    if f'@routes.{method.lower()}("{path}"' not in routes:
         raise Bad(f"aiayn serve has no {method} {path}")
     headers = dict(h.split(":", 1) for h in args.header)
     headers = {k.strip().lower(): v.strip() for k, v in headers.items()}
