@@ -131,7 +131,7 @@ def cmd_translate(args) -> int:
     from aiayn.io import write_output_file
 
     options = options_from_args(args)  # option clashes first: before a model is loaded (or exported)
-    _check_translate_flags(args)
+    _check_translate_flags(args, options)
     constraints = _read_constraints(args.constraints) if args.constraints else None
     prefixes = read_lines(args.target_prefix, allow_empty=True) if args.target_prefix else None
     # with --compile a bad file fails before the model compiles (tens of seconds); else after a bad model
@@ -183,9 +183,10 @@ def cmd_translate(args) -> int:
     return _interactive(translator, decode, render)
 
 
-def _check_translate_flags(args) -> None:
+def _check_translate_flags(args, options) -> None:
     """The combinations of translate's flags that cannot work with each other or with --engine's capabilities,
-    refused before a model is loaded (or exported)."""
+    refused before a model is loaded (or exported): the flags that are not decoding options, then the decoding
+    options' own check (DecodeOptions.check_engine, which Translator.translate makes again)."""
     from aiayn.decoding.registry import capabilities_of
     from aiayn.errors import AiaynError
 
@@ -209,6 +210,7 @@ def _check_translate_flags(args) -> None:
     if args.workers > 1 and not engine.maps_in_workers and (args.alignment or args.sample):
         raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} decodes in this process (the maps and "
                          f"the samples come from its model): drop --workers {args.workers}")
+    options.check_engine(engine)  # what the options themselves ask of the engine (translate checks it again)
 
 
 def _interactive(translator, decode, render) -> int:
@@ -285,15 +287,17 @@ def cmd_evaluate(args) -> int:
     import time
 
     from aiayn.decoding.options import options_from_args
+    from aiayn.decoding.registry import capabilities_of
     from aiayn.evaluation import as_dicts, check_bootstrap, compare_systems, evaluate_corpus, load_test_set
     from aiayn.inspect.quality.diagnostics import flag_counts, translate_diagnosed
     from aiayn.io import write_output_file
 
     check_bootstrap(args.bootstrap)  # before minutes of translation
     _check_diagnostics(args)
+    options = options_from_args(args)
+    options.check_engine(capabilities_of(args.engine))  # before the test set is read or a model loaded
     sources, refs = load_test_set(src=args.src, ref=args.ref, dataset=args.dataset, pair=args.pair, split=args.split,
                                   data_dir=args.data_dir)
-    options = options_from_args(args)
     translator = load_translator(args, args.model, args.weights)
     options = resolve_options(translator, options)
     start = time.perf_counter()

@@ -118,7 +118,9 @@ class DecodeOptions:
     def for_model(self, decode_cfg, *, vocab_size: int, max_positions: int, capabilities) -> "DecodeOptions":
         """The options a search runs with: the model's defaults filled in, checked against the model (its
         target vocabulary, its positions) and against what the engine can do (its Capabilities,
-        aiayn.decoding.engines): the one place where an option an engine cannot serve is refused."""
+        aiayn.decoding.engines): the one place where an option an engine cannot serve is refused
+        (check_engine, which the command line also calls before it loads a model)."""
+        self.check_engine(capabilities)
         beam = decode_cfg.beam if self.beam is None else self.beam
         if 2 * beam > vocab_size:
             raise AiaynError(f"beam={beam}: each step keeps the 2 x beam best of the model's {vocab_size} target "
@@ -132,8 +134,6 @@ class DecodeOptions:
             raise AiaynError(f"min_length={min_length}: outputs of this model are at most {cap} tokens with "
                              f"</s>; give at most {cap - 1}")
         if self.sampling is not None:
-            if not capabilities.sampling:
-                raise AiaynError("sampling needs the native engine (--engine native)")
             return replace(self, max_output_len=cap)
         alpha = decode_cfg.length_penalty if self.alpha is None else self.alpha
         form = self.length_penalty_form or decode_cfg.length_penalty_form
@@ -143,25 +143,33 @@ class DecodeOptions:
         return replace(self, beam=beam, alpha=alpha, length_penalty_form=form, early_stopping=early,
                        max_output_len=cap, min_length=min_length, no_repeat_ngram_size=no_repeat)
 
-    def _engine_search(self, capabilities, form: str, alpha: float, early: bool) -> tuple[str, bool]:
-        """The length penalty's form and early stopping the engine can search with. CTranslate2 scores with
-        |Y|^alpha (the hf form) and ends a sentence at K finished hypotheses: its defaults become those, an
-        explicit other choice is refused; it has no maps."""
-        name, forms = capabilities.name, capabilities.length_penalty_forms
+    def check_engine(self, capabilities) -> None:
+        """Refuses what the engine cannot do whatever the model: sampling, attention maps, searching on past K
+        finished hypotheses (an explicit early_stopping false). Needs no model, so a command calls it before
+        loading one; for_model calls it too."""
+        name = capabilities.name
+        if self.sampling is not None and not capabilities.sampling:
+            raise AiaynError("sampling needs the native engine (--engine native)")
         if self.return_attention and not capabilities.attention_maps:
             raise AiaynError(f"attention maps need the native engine (--engine native): the {name} engine returns "
                              f"at most one averaged cross-attention matrix, not aiayn's maps of every layer and head")
+        if not capabilities.late_stopping and self.early_stopping is False and self.sampling is None:
+            raise AiaynError(f"early_stopping false (--no-early-stopping: search on while a live hypothesis "
+                             f"could still win): the {name} engine ends a sentence at beam-size finished "
+                             f"hypotheses; drop it, or use --engine native")
+
+    def _engine_search(self, capabilities, form: str, alpha: float, early: bool) -> tuple[str, bool]:
+        """The length penalty's form and early stopping the engine can search with. CTranslate2 scores with
+        |Y|^alpha (the hf form) and ends a sentence at K finished hypotheses: its defaults become those, an
+        explicit other form is refused (with a non-zero alpha, which may be the model's)."""
+        name, forms = capabilities.name, capabilities.length_penalty_forms
         if form not in forms:
             if self.length_penalty_form == form and alpha != 0:
                 raise AiaynError(f"--length-penalty-form {form}: the {name} engine scores with "
                                  f"{', '.join(forms)} only; use --length-penalty-form {forms[0]} (the default with "
                                  f"--engine {name}), or --engine native")
             form = forms[0]
-        if not capabilities.late_stopping:
-            if self.early_stopping is False:
-                raise AiaynError(f"early_stopping false (--no-early-stopping: search on while a live hypothesis "
-                                 f"could still win): the {name} engine ends a sentence at beam-size finished "
-                                 f"hypotheses; drop it, or use --engine native")
+        if not capabilities.late_stopping:  # an explicit false was refused by check_engine
             early = True
         return form, early
 

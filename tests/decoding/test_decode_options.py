@@ -104,3 +104,16 @@ def test_the_web_starts_from_the_models_beam(translator):
     client = TestClient(create_app(translator))
     answer = client.post("/api/translate", json={"text": "nine ten", "attention": False}).json()
     assert answer["translation"] == translator.translate(["nine ten"])[0].text
+
+
+def test_check_engine_refuses_what_the_engine_cannot_do_before_any_model():
+    """DecodeOptions.check_engine needs no model (the command line calls it before loading one): CTranslate2
+    neither samples, nor returns maps, nor searches past K finished hypotheses; the native engine does all."""
+    from aiayn.decoding.engines import NativeEngine
+
+    for options, words in ((DecodeOptions(sampling=SamplingOptions()), "sampling"),
+                           (DecodeOptions(return_attention=True), "attention maps"),
+                           (DecodeOptions(early_stopping=False), "early_stopping false")):
+        with pytest.raises(AiaynError, match=words):
+            options.check_engine(CT2Engine.capabilities)
+        options.check_engine(NativeEngine.capabilities)
