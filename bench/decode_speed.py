@@ -29,7 +29,7 @@ same work on both sides. Either way the table says on how many sentences the two
         [--split test_2016_flickr] [--limit 400] [--beam 4] [--batch-sizes 64 1] [--token-budgets 1500]
         [--repeats 3] [--no-ct2] [--layouts NAME ...] [--same-search] [--compute-types float32 bfloat16 int8]
         [--ct2-compute-types float32 int8 int8_float32]
-    python bench/decode_speed.py --paper-base /tmp/paper-base --data-dir ../shared/data/multi30k \
+    python bench/decode_speed.py --paper-base runs/paper-base --data-dir ../shared/data/multi30k \
         --limit 64 --batch-sizes 16 1 [--steps 32] [--latency 50]
 """
 
