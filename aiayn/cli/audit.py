@@ -17,28 +17,6 @@ def _shown(text: str) -> int:
     return int(text)
 
 
-def add_alignment_head(p) -> None:
-    """translate's --alignment-head (the hook lives here, beside the command that ranks the heads)."""
-    p.add_argument("--alignment-head", metavar="L:H", help="with --alignment: the cross-attention the links come "
-                   "from: L:H (decoder layer L, head H, counted from 1), L:mean (layer L's mean over heads), best "
-                   "(the best head on the built-in task's gold, for a model trained on it) or a file of `aiayn heads "
-                   "--json` (its best head) (default: the last layer's mean)")
-
-
-def alignment_function(args, translator):
-    """result -> its Pharaoh alignment for --alignment (None without it), from --alignment-head's head."""
-    from aiayn.errors import AiaynError
-    from aiayn.inspect.alignment.head_choice import choose_head, head_alignment
-
-    if not args.alignment:
-        if args.alignment_head:
-            raise AiaynError("--alignment-head chooses where --alignment's links come from: add --alignment")
-        return lambda result: None
-    # default (None, None): the last layer's mean
-    layer, head = choose_head(args.alignment_head, translator) if args.alignment_head else (None, None)
-    return lambda result: head_alignment(result, translator, layer, head)
-
-
 def add_parsers(sub) -> None:
     p = sub.add_parser("audit", help="check a parallel corpus: test/dev sentences in the training data, duplicates, "
                        "copies, length outliers, wrong script, encoding",
