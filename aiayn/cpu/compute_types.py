@@ -87,13 +87,22 @@ def int8_project(x_rows: torch.Tensor, weight: tuple[torch.Tensor, torch.Tensor]
     return out.mul_(x_scale) if bias is None else torch.addcmul(bias, out, x_scale)
 
 
-def typed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, compute_type: str) -> torch.Tensor:
-    """F.linear in `compute_type` from the float32 weight itself, for traced code (aiayn.decoding.compiled):
-    the weight's conversion depends on frozen weights only, so inductor folds it into a constant."""
-    if compute_type == "float32":
-        return nn.functional.linear(x, weight, bias)
+# ---- traced code (aiayn.decoding.compiled): the weight's form made once, kept as a buffer of the traced module --
+def traced_weight(weight: torch.Tensor, compute_type: str) -> tuple[torch.Tensor, ...]:
+    """(out, in) float32 -> the tensors traced_linear multiplies by: the (out, in) bfloat16 weight, or
+    int8_weight's pair. Made before tracing: converted inside the trace, inductor did not fold the conversion
+    into a constant, and the compiled int8 step re-quantized every weight at every step (1.0 against 9.0
+    sentences/s at paper-base size, batch 1)."""
+    if compute_type == "bfloat16":
+        return (weight.detach().to(torch.bfloat16),)
+    return int8_weight(weight)
+
+
+def traced_linear(x: torch.Tensor, form: tuple[torch.Tensor, ...], bias: torch.Tensor | None,
+                  compute_type: str) -> torch.Tensor:
+    """x (..., in) by a weight in traced_weight's form -> (..., out) float32."""
     if compute_type == "bfloat16":
         bias = None if bias is None else bias.to(torch.bfloat16)
-        return nn.functional.linear(x.to(torch.bfloat16), weight.to(torch.bfloat16), bias).float()
-    rows = x.reshape(-1, x.size(-1))
-    return int8_project(rows, int8_weight(weight), bias).view(*x.shape[:-1], weight.size(0))
+        return nn.functional.linear(x.to(torch.bfloat16), form[0], bias).float()
+    out = int8_project(x.reshape(-1, x.size(-1)), form, bias)
+    return out.view(*x.shape[:-1], out.size(-1))

@@ -20,7 +20,7 @@ import functools
 import torch
 from torch import nn
 
-from aiayn.cpu.compute_types import bfloat16_project, int8_project, typed_linear
+from aiayn.cpu.compute_types import bfloat16_project, int8_project
 from aiayn.cpu.prepared_weight import PreparedWeight, packs
 from aiayn.model.attention import InProjection
 
@@ -38,10 +38,11 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pre
     """x (..., in) -> (..., out) = x W^T + b; `prepared` caches W's inference form (kept until W changes):
     oneDNN-packed on AVX-512 CPUs for large products, else W^T contiguous (see above); in a low-precision
     compute type (aiayn.cpu.compute_types) its bfloat16 or int8 form, at every size."""
-    if torch.compiler.is_compiling():  # traced (aiayn.decoding.compiled): torch's own product, in compute_type
-        return typed_linear(x, weight, bias, compute_type)
-    if x.dtype != torch.float32 or not packs(weight) or torch.is_autocast_enabled("cpu"):
-        return nn.functional.linear(x, weight, bias)  # training, bf16, GPU: torch's own product
+    if (x.dtype != torch.float32 or not packs(weight) or torch.is_autocast_enabled("cpu")
+            or torch.compiler.is_compiling()):  # training, bf16, GPU, or traced (compiled.py): torch's own product
+        # traced: float32 only (a low-precision compiled step multiplies by its own frozen forms)
+        assert compute_type == "float32" or not torch.compiler.is_compiling()
+        return nn.functional.linear(x, weight, bias)
     rows = x.numel() // x.size(-1)
     if compute_type != "float32":
         out = typed_project(x.reshape(rows, x.size(-1)), prepared.get(weight, compute_type=compute_type), bias,

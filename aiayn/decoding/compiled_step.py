@@ -9,7 +9,7 @@ from torch.export import Dim
 from torch.nn import functional as F
 
 from aiayn.cpu import compute_type_of
-from aiayn.cpu.compute_types import int8_project, int8_weight
+from aiayn.cpu.compute_types import traced_linear, traced_weight
 from aiayn.decoding.beam import top_candidates
 
 
@@ -24,21 +24,16 @@ class TracedStep(torch.nn.Module):
         self.register_buffer("positions", model.positional.table.detach().clone(), persistent=False)  # (max_len, D)
         if self.compute_type != "float32":  # the weights in their low-precision form, made once: constants
             for name, weight in step_weights(model).items():  # inductor freezes, never converted at a step
-                if self.compute_type == "bfloat16":
-                    self.register_buffer(f"w_{name}", weight.detach().to(torch.bfloat16), persistent=False)
-                else:
-                    quantized_t, scale = int8_weight(weight)
-                    self.register_buffer(f"q_{name}", quantized_t, persistent=False)
-                    self.register_buffer(f"s_{name}", scale, persistent=False)
+                for i, tensor in enumerate(traced_weight(weight, self.compute_type)):
+                    self.register_buffer(f"w_{name}_{i}", tensor, persistent=False)
 
     def linear(self, x, name: str, weight, bias):
         """x W^T + b in the step's compute type (aiayn.cpu.compute_types); name: the weight's in step_weights."""
         if self.compute_type == "float32":
             return F.linear(x, weight, bias)
-        if self.compute_type == "bfloat16":
-            bias = None if bias is None else bias.to(torch.bfloat16)
-            return F.linear(x.to(torch.bfloat16), getattr(self, f"w_{name}"), bias).float()
-        return int8_project(x, (getattr(self, f"q_{name}"), getattr(self, f"s_{name}")), bias)
+        parts = 1 if self.compute_type == "bfloat16" else 2
+        form = tuple(getattr(self, f"w_{name}_{i}") for i in range(parts))
+        return traced_linear(x, form, bias, self.compute_type)
 
     def forward(self, tokens, position, rows, ancestors, self_k, self_v, cross_k, cross_v, src_bias, hyp_scores,
                 forbidden, n_like):

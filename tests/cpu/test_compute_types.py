@@ -134,8 +134,8 @@ def test_each_product_equals_the_reference_by_hand(compute_type, rows):
     rows_in, kv = x.view(-1, 48), slice(48, 3 * 48)  # K and V of [W^Q; W^K; W^V], quantized by their own rows
     with torch.inference_mode():
         products = {"linear": layer(x), "output projection": projection(x), "K and V": stacked.blocks(x, 1, 3),
-                    "traced (aiayn.decoding.compiled)": compute_types.typed_linear(x, layer.weight, layer.bias,
-                                                                                   compute_type)}
+                    "traced (aiayn.decoding.compiled)": compute_types.traced_linear(
+                        x, compute_types.traced_weight(layer.weight, compute_type), layer.bias, compute_type)}
     expected = {"linear": reference(rows_in, layer.weight, layer.bias),
                 "output projection": reference(rows_in, projection.weight, None),
                 "K and V": reference(rows_in, stacked.weight[kv], stacked.bias[kv]),
