@@ -22,6 +22,9 @@ def make_model(out: Path, data_dir: str | None, vocab: int = VOCAB) -> Path:
     """The paper-base checkpoint directory at `out` (made once; an existing one is kept)."""
     if (out / "config.yaml").exists():
         return out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):  # never written over: a user's file or folder
+        raise SystemExit(f"--paper-base {out}: exists and holds no model (no config.yaml); give a new directory, "
+                         f"or one this bench made before")
     import torch
 
     from aiayn.checkpoint import save_checkpoint
