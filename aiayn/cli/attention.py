@@ -39,7 +39,8 @@ def cmd_attention(args) -> int:
     shapes = [m.shape for kind, m in maps.maps.items() if args.kind in (kind, "all")]  # (L, H, Q, K) each
     layer, head = _index(args.layer, "layer", [s[0] for s in shapes]), _index(args.head, "head", [s[1] for s in shapes])
     path = write_maps(maps, args.out, kind=args.kind, layer=layer, head=head)
-    print(f"translation: {maps.translation}\nwrote {path}")
+    label = "target" if args.target else "translation"  # a given target is not the model's translation
+    print(f"{label}: {maps.translation}\nwrote {path}")
     return 0
 
 

@@ -26,7 +26,8 @@ EXAMPLES = {
 
 def _data_section(translator) -> dict:
     """dataset and languages from the checkpoint's config.yaml ({} when it has none, e.g. an imported model),
-    and the weight of train.pronoun_probe when the model was trained with that auxiliary loss."""
+    its label smoothing (epsilon_ls, which caps every predicted probability: the page says so), and the weight
+    of train.pronoun_probe when the model was trained with that auxiliary loss."""
     if translator.model_dir is None:
         return {}
     imported = _imported_from(translator.model_dir)
@@ -41,7 +42,7 @@ def _data_section(translator) -> dict:
         return {}
     data, probe = cfg.data, cfg.train.pronoun_probe
     return {"dataset": data.dataset, "src_lang": data.src_lang, "tgt_lang": data.tgt_lang,
-            **({"pronoun_probe": probe} if probe else {})}
+            "label_smoothing": cfg.train.label_smoothing, **({"pronoun_probe": probe} if probe else {})}
 
 
 def _imported_from(model_dir) -> str:

@@ -48,9 +48,10 @@ def page(maps, kinds, layer, head) -> str:
     from aiayn.inspect.maps.labels import WORD_RULE, sentence_title
 
     rule = f"<p class=axis>{html.escape(WORD_RULE)}</p>" if maps.merged else ""
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>aiayn attention</title>
+    title = html.escape(sentence_title(maps))  # the tab and a saved file's name say which sentence
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{title} · aiayn attention</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{STYLE}</style></head>
-<body><h1 style="font-size:1.2em">{html.escape(sentence_title(maps))}</h1>
+<body><h1 style="font-size:1.2em">{title}</h1>
 <p>Each row is a query (who looks), each column a key (what is looked at); a row's weights sum to 1.
 Hover a cell for its weight.</p>{rule}
 {LEGEND}
