@@ -68,11 +68,12 @@ class AttentionView:
         queries, keys = axis_labels(self.maps, self.kind)
         if self.kind != "encoder_self":
             queries = [q.rsplit("→ ", 1)[-1] for q in queries]  # the line view names a row by what it predicts
-        which = "the average of the heads" if self.head is None else f"head {self.head}"
+        # titles count layers and heads from 1, as the heatmaps' labels and the page do (the arguments from 0)
+        which = "the average of the heads" if self.head is None else f"head {self.head + 1}"
         name = KIND_NAMES[self.kind] if self.maps.multi_head else "RNN decoder attention"
         scope = new_scope()
         lines = line_view(weights, queries, keys, scope=scope,
-                          title=f"lines: {name}, layer {layer}, {which} (bottom: {AXIS_TITLES[self.kind][0]}; "
+                          title=f"lines: {name}, layer {layer + 1}, {which} (bottom: {AXIS_TITLES[self.kind][0]}; "
                                 f"top: {AXIS_TITLES[self.kind][1]})")
         body = fragment(self.maps, [self.kind], layer, self.head, scope=scope, extra=lines)
         return body.replace("</style>", f"{_scoped_extra(scope)}</style>", 1)
