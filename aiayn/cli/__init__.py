@@ -15,7 +15,7 @@ import threading
 from aiayn import __version__
 
 # modules of aiayn.cli
-COMMAND_GROUPS = ("train", "translate", "score", "models", "attention", "serve", "heads", "audit")
+COMMAND_GROUPS = ("train", "translate", "score", "models", "attention", "serve", "heads", "audit", "onnx_export")
 
 
 class Parser(argparse.ArgumentParser):
