@@ -1,5 +1,6 @@
 """Charts of the diagnostic tools, as PNG (matplotlib, the `viz` extra): the heads ranking as a layer x head
-grid (`aiayn heads --plot`), a corpus audit's findings and length ratios (`aiayn audit --plot`), and a beam
+grid (`aiayn heads --plot`), each head's BLEU change when taken out and the greedy pruning's curve (`aiayn
+heads --ablate --plot`), a corpus audit's findings and length ratios (`aiayn audit --plot`), and a beam
 search trace as a tree of its hypotheses (`draw_beam_trace`). Each writes atomically through aiayn.io."""
 
 from pathlib import Path
@@ -78,6 +79,62 @@ def draw_heads(scores, path, title: str = "") -> Path:
     fig.colorbar(image, ax=ax, label="AER" if has_gold else "Score")
     head = f"{title}\n" if title else ""
     ax.set_title(f"{head}cross-attention {what}; best: {best.name} (red)", fontsize=9)
+    return _save(fig, path)
+
+
+def _ablation_grid(ax, ablation, plt):
+    """Rows: each kind's layers (enc 1.., dec 1.., cross 1..); columns: heads; cells: BLEU change."""
+    from aiayn.inspect.ablation import KIND_SHORT
+
+    rows = sorted({(r.head.kind, r.head.layer) for r in ablation.single},
+                  key=lambda kl: (list(KIND_SHORT).index(kl[0]), kl[1]))
+    n_heads = 1 + max(r.head.head for r in ablation.single)
+    grid = np.full((len(rows), n_heads), np.nan)
+    for r in ablation.single:
+        grid[rows.index((r.head.kind, r.head.layer)), r.head.head] = r.quality.bleu - ablation.baseline.bleu
+    span = max(float(np.nanmax(np.abs(grid))), 0.5)
+    image = ax.imshow(grid, cmap="RdBu", vmin=-span, vmax=span, aspect="auto")
+    for (row, col), value in np.ndenumerate(grid):
+        ax.text(col, row, f"{value:+.1f}", ha="center", va="center", fontsize=8,
+                color="white" if abs(value) > 0.6 * span else "black")
+    ax.set_xticks(range(n_heads), [str(h + 1) for h in range(n_heads)])
+    ax.set_yticks(range(len(rows)), [f"{KIND_SHORT[kind]} {layer + 1}" for kind, layer in rows])
+    ax.set_xlabel("head")
+    ax.set_title(f"BLEU change with one head out (baseline {ablation.baseline.bleu:.2f})", fontsize=9)
+    plt.colorbar(image, ax=ax, label="BLEU change")
+
+
+def _pruning_curve(ax, ablation, max_drop: float):
+    from aiayn.inspect.ablation import KIND_WORDS
+
+    base = ablation.baseline.bleu
+    bleu = [base] + [r.quality.bleu for r in ablation.pruned]
+    ax.plot(range(len(bleu)), bleu, marker="o", markersize=3)
+    ax.axhline(base - max_drop, color="#d62728", linestyle="--", linewidth=1, label=f"baseline - {max_drop:g}")
+    kept = ablation.removable(max_drop)
+    ax.axvline(kept, color="#9a9a9a", linestyle=":", linewidth=1, label=f"{kept} heads out")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("heads removed (greedy: the cheapest first)")
+    ax.set_ylabel("BLEU")
+    ax.legend(fontsize=8)
+    ax.set_title("greedy pruning: " + ", ".join(KIND_WORDS[k] for k in ablation.pruned_kinds), fontsize=9)
+
+
+def draw_ablation(ablation, path, max_drop: float = 0.5, title: str = "") -> Path:
+    """`aiayn heads --ablate` (aiayn.inspect.ablation.Ablation): a grid of each head's BLEU change when it
+    alone is out and, where the heads were pruned, BLEU after each greedy removal."""
+    plt = _pyplot()
+    panels = 2 if ablation.pruned else 1
+    n_rows = len({(r.head.kind, r.head.layer) for r in ablation.single})
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 1.8 + 0.4 * n_rows), layout="constrained",
+                             squeeze=False)
+    _ablation_grid(axes[0, 0], ablation, plt)
+    if ablation.pruned:
+        _pruning_curve(axes[0, 1], ablation, max_drop)
+    if title:
+        fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 
 
