@@ -1,14 +1,18 @@
-"""Does the model resolve "it"? On held-out sentences of the coreference task (noun pairs never seen in
-training; aiayn/data/coreference.py):
+"""Does the model resolve "it"? On held-out sentences of the coreference task (aiayn/data/coreference.py):
+the test split (training's constructions, noun pairs never seen in training), then constructions never seen
+in training (the held_out split):
 
   pronoun accuracy X                the German pronoun after "weil" in the model's output is the referent's
   it->referent share Y              the best head of any kind: how often its largest weight is on the referent
   encoder it->referent share Z      the best encoder self-attention head from "it" (the posts' picture)
+  held-out constructions: pronoun accuracy X2, encoder it->referent share Z2
+                                    the same two on the held-out constructions (Z2: their best encoder head)
 
 Heads are read teacher-forced on the reference, at word level (subword pieces merged): encoder self-attention
 from "it" and cross-attention from the step that writes the pronoun hit when their largest weight is on the
 referent's English noun; decoder self-attention from that step hits on the referent's German article or noun
-(a key the step cannot see, as when the pronoun comes first, is a miss). Then a table of every head's share.
+(a key the step cannot see, as when the pronoun comes first, is a miss). Then a table of every head's share
+on each set, and the pronoun accuracy of each held-out construction.
 
     python bench/coreference.py --model DIR [--n 500]
 """
@@ -73,6 +77,20 @@ def summary(accuracy: float, shares: dict[str, np.ndarray]) -> list[str]:
             f"encoder it->referent share {best_head(shares['encoder_self'])[2]:.3f}"]
 
 
+def held_out_line(accuracy: float, shares: dict[str, np.ndarray]) -> str:
+    return (f"held-out constructions: pronoun accuracy {accuracy:.3f}, encoder it->referent share "
+            f"{best_head(shares['encoder_self'])[2]:.3f}")
+
+
+def per_construction(outputs: list[str], items) -> list[str]:
+    """Pronoun accuracy of each construction, worst first."""
+    hits = {}
+    for out, item in zip(outputs, items):
+        hits.setdefault(item.construction.name, []).append(pronoun_of(out) == item.pronoun)
+    ranked = sorted(hits.items(), key=lambda kv: (np.mean(kv[1]), kv[0]))
+    return [f"{np.mean(h):.3f}  ({len(h):>3})  {name}" for name, h in ranked]
+
+
 def table(shares: dict[str, np.ndarray]) -> list[str]:
     lines = ["kind          layer  " + "  ".join(f"head{h + 1}" for h in range(shares["cross"].shape[1]))]
     for kind in KINDS:
@@ -81,39 +99,54 @@ def table(shares: dict[str, np.ndarray]) -> list[str]:
     return lines
 
 
-def _held_out(model_dir, n: int):
+def _held_out(model_dir, n: int) -> dict:
+    """The model's test and held_out splits, n sentences each."""
     from aiayn.checkpoint import load_config_file
     from aiayn.data.coreference import coreference_items
 
     data = load_config_file(model_dir).data
     if data.dataset != "coreference":
-        sys.exit(f"{model_dir} was trained on data.dataset={data.dataset}, not coreference")
+        print(f"{model_dir} was trained on data.dataset={data.dataset}, not coreference; give --model a "
+              f"coreference model (configs/coreference.yaml)", file=sys.stderr)
+        sys.exit(2)
     return coreference_items(data.synthetic_train, data.synthetic_valid, n, data.synthetic_seed,
-                             data.coreference_order)["test"]
+                             data.coreference_order)
+
+
+def _score(translator, items, overrides: dict) -> tuple[list[str], dict[str, np.ndarray]]:
+    """(the model's translations, per kind (L, H) shares) of one set."""
+    from aiayn.inspect.maps.capture import capture
+
+    outputs = [t.text for t in translator.translate([it.en for it in items], **overrides)]
+    rows = [sentence_rows(capture(translator, it.en, target=it.de, merge_words=True), it) for it in items]
+    return outputs, head_shares(rows)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a training output or model directory")
-    parser.add_argument("--n", type=int, default=500, help="held-out sentences (default 500)")
+    parser.add_argument("--n", type=int, default=500, help="sentences of each held-out set (default 500)")
     parser.add_argument("--beam", type=int, default=None, help="beam for the translations (default: the model's)")
     args = parser.parse_args(argv)
 
     from aiayn.decoding.translator import Translator
-    from aiayn.inspect.maps.capture import capture
     from aiayn.run_dir import resolve_model_dir
 
     model_dir = resolve_model_dir(args.model)
-    items = _held_out(model_dir, args.n)
+    splits = _held_out(model_dir, args.n)
     translator = Translator.from_pretrained(model_dir)
     overrides = {} if args.beam is None else {"beam": args.beam}
-    outputs = [t.text for t in translator.translate([it.en for it in items], **overrides)]
-    rows = [sentence_rows(capture(translator, it.en, target=it.de, merge_words=True), it) for it in items]
-    shares = head_shares(rows)
-    print("\n".join(summary(pronoun_accuracy(outputs, [it.pronoun for it in items]), shares)))
-    print(f"\n{len(items)} held-out sentences from {model_dir}; per head, how often the largest weight is on the "
-          f"referent:")
-    print("\n".join(table(shares)))
+    test, held = splits["test"], splits["held_out"]
+    outputs, shares = _score(translator, test, overrides)
+    held_outputs, held_shares = _score(translator, held, overrides)
+    print("\n".join(summary(pronoun_accuracy(outputs, [it.pronoun for it in test]), shares)))
+    print(held_out_line(pronoun_accuracy(held_outputs, [it.pronoun for it in held]), held_shares))
+    for name, items, kind_shares in (("test", test, shares), ("held-out construction", held, held_shares)):
+        print(f"\n{len(items)} {name} sentences from {model_dir}; per head, how often the largest weight is on "
+              f"the referent:")
+        print("\n".join(table(kind_shares)))
+    print("\npronoun accuracy per held-out construction (sentences):")
+    print("\n".join(per_construction(held_outputs, held)))
     return 0
 
 
