@@ -48,7 +48,10 @@ TEXT = {
             "`aiayn serve --model DIR` serves these endpoints (and, for the native engine, the explorer page at "
             "`/`). Requests and answers are JSON. A request that breaks a rule below gets 422 with the "
             "field and the rule; a server that is full gets 503 with Retry-After. The examples come from a "
-            "tiny untrained model with its output cut at 4 tokens, so their words are noise."],
+            "tiny untrained model with its output cut at 4 tokens, so their words are noise.", "",
+            "`/translate`, `/languages` and `/detect` are LibreTranslate's API, for its clients: they take JSON, "
+            "form or query values and refuse as LibreTranslate does, 400 with `{\"error\": ...}`, never 422. "
+            "The model is one language pair, the languages its run names (`data.src_lang`, `data.tgt_lang`)."],
         "rest.fields": "| Field | Type | Required | Default | Rules |",
         "rest.yes": "yes",
         "rest.request": "Request body:",
@@ -83,7 +86,11 @@ TEXT = {
             "`aiayn serve --model DIR`은 아래 엔드포인트를 엽니다(네이티브 엔진이면 `/`에 익스플로러 페이지도 "
             "엽니다). 요청과 응답은 JSON입니다. 아래 규칙을 어긴 요청은 어느 필드가 어떤 규칙을 어겼는지와 함께 "
             "422를, 서버가 꽉 찼을 때는 Retry-After와 함께 503을 받습니다. 예시는 학습하지 않은 아주 작은 모델에서 "
-            "출력을 4토큰으로 자른 것이라, 그 단어들에는 뜻이 없습니다."],
+            "출력을 4토큰으로 자른 것이라, 그 단어들에는 뜻이 없습니다.", "",
+            "`/translate`, `/languages`, `/detect`는 LibreTranslate의 API라서, LibreTranslate용 클라이언트를 고치지 "
+            "않고 그대로 붙일 수 있습니다. 값은 JSON, 폼, 쿼리 문자열 어느 쪽으로 보내도 되고, 잘못된 요청에는 422 "
+            "대신 LibreTranslate처럼 400과 `{\"error\": ...}`를 돌려줍니다. 모델은 언어 쌍 하나만 번역하며, 그 쌍은 "
+            "학습 설정에 적힌 언어(`data.src_lang`, `data.tgt_lang`)입니다."],
         "rest.fields": "| 필드 | 타입 | 필수 | 기본값 | 규칙 |",
         "rest.yes": "예",
         "rest.request": "요청 본문:",
@@ -263,6 +270,8 @@ def _rounded(value):
 
 def _ref_name(response: dict) -> str:
     schema = response.get("content", {}).get("application/json", {}).get("schema", {})
+    if schema.get("type") == "array" and "$ref" in schema.get("items", {}):
+        return f"array of `{schema['items']['$ref'].rsplit('/', 1)[-1]}`"
     return " or ".join(f"`{v['$ref'].rsplit('/', 1)[-1]}`" for v in schema.get("anyOf", [schema]) if "$ref" in v)
 
 
@@ -280,6 +289,8 @@ def _kind(prop: dict, components: dict) -> str:
 def schema_rows(schema: dict, components: dict, prefix: str = "") -> list[tuple[str, str]]:
     """(dotted name, type) of every field an answer's schema declares, into objects and arrays of objects; of a
     union (anyOf), each field once, in order (as its first variant types it)."""
+    if schema.get("type") == "array" and "$ref" in schema.get("items", {}):  # a list of objects: its items' fields
+        return schema_rows(schema["items"], components, f"{prefix}[].")
     rows = []
     for variant in schema.get("anyOf", [schema]):
         if "$ref" in variant:
@@ -330,8 +341,8 @@ def _endpoint(client, path: str, method: str, op: dict, components: dict, step_b
     body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
     if body:
         lines += ["", text["rest.request"], "", *_schema_fields(body, components, lang)]
-        nested = sorted(set(re.findall(r"#/components/schemas/(\w+)", json.dumps(components[body["$ref"].rsplit(
-            "/", 1)[1]]))))
+        inline = components[body["$ref"].rsplit("/", 1)[1]] if "$ref" in body else body  # a route reading its body
+        nested = sorted(set(re.findall(r"#/components/schemas/(\w+)", json.dumps(inline))))
         for name in nested:
             lines += ["", f"`{name}`:", "", *_schema_fields({"$ref": name}, components, lang)]
     request = EXAMPLES.get(path, step_body if path == "/api/step" else None)
@@ -364,7 +375,7 @@ def rest_page(lang: str = "en") -> str:
                   *[f"| `{n}` | {k} |" for n, k in schema_rows({"$ref": name}, components)]]
     with TestClient(app) as client:
         for path, methods in schema["paths"].items():
-            if path.startswith("/api/"):
+            if path != "/":  # every endpoint but the page
                 for method, op in methods.items():
                     lines += _endpoint(client, path, method, op, components, step_body, lang)
     return "\n".join(lines) + "\n"

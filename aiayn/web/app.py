@@ -33,7 +33,7 @@ from aiayn.web.limits import (
     heaviest_text,
 )
 from aiayn.web.respond import invalid_request, unreadable_body
-from aiayn.web.routes import health, model, page, postedit, step, timeline, translate
+from aiayn.web.routes import health, libretranslate, model, page, postedit, step, timeline, translate
 from aiayn.web.served import serve
 
 __all__ = ["create_app", "Limits", "heaviest_text", "max_response_bytes", "GIL_SWITCH_S", "MAX_BATCH_BODY",
@@ -41,7 +41,7 @@ __all__ = ["create_app", "Limits", "heaviest_text", "max_response_bytes", "GIL_S
            "MAX_TEXT", "MAX_WAITING", "TIME_LIMIT_S"]
 
 # in this order: the paths of the API reference (docs/reference/rest.md) follow it
-ROUTES = (health, translate, step, model, postedit, timeline, page)
+ROUTES = (health, translate, step, model, postedit, timeline, libretranslate, page)
 
 
 def create_app(translator, limits: Limits = DEFAULT_LIMITS, alignment: str | None = None) -> FastAPI:

@@ -49,7 +49,8 @@ MAX_BATCH_TEXTS = 64  # texts of one /api/translate_batch request
 # every text at its longest with every character escaped as \uXXXX (6 bytes; one outside the BMP is 12, so
 # a batch of such texts may get 413), its quotes and comma, and 1 KB for the rest: 193,216 bytes
 MAX_BATCH_BODY = MAX_BATCH_TEXTS * (6 * MAX_TEXT + 3) + 1024
-BODY_LIMITS = {"/api/translate_batch": MAX_BATCH_BODY, "/api/score": 2 * MAX_BATCH_BODY}  # paths past MAX_BODY
+# paths past MAX_BODY; /translate is LibreTranslate's, whose q may be a list like /api/translate_batch's texts
+BODY_LIMITS = {"/api/translate_batch": MAX_BATCH_BODY, "/api/score": 2 * MAX_BATCH_BODY, "/translate": MAX_BATCH_BODY}
 MAX_BATCH = 64  # sentences of one batched translate call (the Translator's own batch size)
 MAX_BATCH_WORK = 64 * 32 * 4  # source subwords x beam of one batch: 64 sentences of 32 subwords at beam 4
 #   (Multi30k's are about 20), or 8 of the longest (128) at MAX_BEAM, so a batch fits one TIME_LIMIT_S: 8 of

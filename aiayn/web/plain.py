@@ -6,8 +6,10 @@ options are decoded in one Translator.translate call of at most MAX_BATCH senten
 source subwords x beam. Every text is checked before any is queued, so one sentence's user error reaches
 only its own request."""
 
+from collections.abc import Callable
 from functools import partial
 
+from aiayn.decoding.translator import Translation
 from aiayn.errors import AiaynError
 from aiayn.web.batching import Batcher
 from aiayn.web.diagnosed import plain_diagnosed
@@ -43,14 +45,27 @@ async def translate_plain(batcher: Batcher, translator, limits: Limits, req: Dec
                           prefixes: list[str], batch: bool, constraints: list[list[str]] | None = None) -> bytes:
     """Plain translations of `texts` through the batcher -> the JSON of /api/translate (one text,
     attention false) or of /api/translate_batch. Every text is checked before any is queued."""
+    where = (lambda i: f"texts[{i}]: ") if batch else (lambda i: "")
+    results = await plain_results(batcher, translator, limits, req, texts, prefixes, where=where, blank_ok=batch,
+                                  constraints=constraints)
+    if batch:
+        return dumps({"translations": [plain_json(r, req.n_best) for r in results]}).encode()
+    r = results[0]
+    return dumps({**plain_json(r, req.n_best), "source_tokens": r.src_tokens, "target_tokens": r.tokens}).encode()
+
+
+async def plain_results(batcher: Batcher, translator, limits: Limits, req: DecodingControls, texts: list[str],
+                        prefixes: list[str], *, where: Callable[[int], str], blank_ok: bool,
+                        constraints: list[list[str]] | None = None) -> list[Translation]:
+    """Plain translations of `texts` through the batcher, in order. Every text is checked before any is queued;
+    where(i) names text i in an error ("texts[3]: "); blank_ok: a blank text translates to "" (else 400)."""
     if req.sampling is not None and (getattr(req, "attention", False) or any(prefixes)):
         raise AiaynError("sampling draws one plain translation per text: send \"attention\": false and no "
                          "target prefix")
     key = req.batch_key(limits)
     translator.resolve(key.options)  # refused here, not in a batch (e.g. ct2 with early_stopping false)
     tokenizer = translator.tokenizer
-    where = (lambda i: f"texts[{i}]: ") if batch else (lambda i: "")
-    lengths = [source_length(tokenizer, text, blank_ok=batch, where=where(i)) for i, text in enumerate(texts)]
+    lengths = [source_length(tokenizer, text, blank_ok=blank_ok, where=where(i)) for i, text in enumerate(texts)]
     if len(prefixes) != len(texts):
         raise AiaynError(f"target_prefixes has {len(prefixes)} entries for {len(texts)} texts: give one per text "
                          f"(\"\" for none)")
@@ -60,11 +75,7 @@ async def translate_plain(batcher: Batcher, translator, limits: Limits, req: Dec
                              f"({limits.max_output_tokens} subwords with </s>): shorten it")
     beam = 1 if req.sampling is not None else (req.beam or translator.decode_cfg.beam)
     constraints = _checked_constraints(translator, key, texts, prefixes, constraints)
-    results = await batcher.translate(key, list(zip(texts, prefixes, constraints)), [n * beam for n in lengths])
-    if batch:
-        return dumps({"translations": [plain_json(r, req.n_best) for r in results]}).encode()
-    r = results[0]
-    return dumps({**plain_json(r, req.n_best), "source_tokens": r.src_tokens, "target_tokens": r.tokens}).encode()
+    return await batcher.translate(key, list(zip(texts, prefixes, constraints)), [n * beam for n in lengths])
 
 
 def _checked_constraints(translator, key: BatchKey, texts, prefixes, constraints) -> list[tuple[str, ...]]:

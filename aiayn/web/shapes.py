@@ -5,7 +5,7 @@ time, aiayn.web.answer), and tests/web validate real answers against these schem
 model (a Transformer's or an RNN's) or on the request are optional; an answer may carry more fields than named
 (extra="allow"), as its producers grow."""
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -262,6 +262,48 @@ class TimelineMaps(Shape):
     step: int
     sentence: int
     maps: dict[str, list[list[list[list[float]]]]]  # {kind: [layer][head][query][key]}
+
+
+class LibreTranslateRequest(BaseModel):
+    """POST /translate, as LibreTranslate takes it: a JSON object, or the same fields form-encoded (urlencoded or
+    multipart) or in the query. A refusal is LibreTranslate's: 400 with {"error"}."""
+
+    # read by aiayn.web.libretranslate in LibreTranslate's order and words: this model describes, it validates nothing
+
+    q: str | list[str]  # one text, or a list of texts (JSON only)
+    source: str  # the model's source language, or "auto"
+    target: str  # the model's target language
+    format: Literal["text", "html"] = "text"  # html: the text between tags is translated, the markup kept
+    alternatives: int = 0  # other translations per text, from the beam's n-best (text format, one line)
+    api_key: str | None = None  # accepted and ignored: this server has no keys
+
+
+class DetectRequest(BaseModel):
+    """POST /detect, as LibreTranslate takes it (JSON, form or query)."""
+
+    q: str | list[str]
+    api_key: str | None = None
+
+
+class Detection(Shape):
+    confidence: float  # 0-100
+    language: str
+
+
+class LibreTranslateAnswer(Shape):
+    """POST /translate: translatedText is one text or a list, as q was."""
+
+    translatedText: str | list[str]
+    detectedLanguage: Detection | list[Detection] | None = None  # with "source": "auto"
+    alternatives: list[str] | list[list[str]] | None = None  # with "alternatives" > 0
+
+
+class Language(Shape):
+    """An entry of GET /languages: a language and the languages it translates into."""
+
+    code: str
+    name: str
+    targets: list[str]
 
 
 REFUSED = {400: "the request cannot be served (its words say why)",
