@@ -69,12 +69,44 @@ def save_checkpoint(path: str | Path, model, cfg: ExperimentConfig, tokenizer: T
         for name, data in tokenizer.files().items():  # tokenizer.model, or the files of separate vocabularies
             (tmp / name).write_bytes(data)
         if trainer_state is not None:
-            with open(tmp / "trainer_state.pt", "wb") as f:  # to a path torch says only "file write failed";
-                torch.save(trainer_state, f)                 # a Python file's OSError (full disk) passes through
+            save_torch(trainer_state, tmp / "trainer_state.pt")
         if ema is not None:
             save_file({k: v.contiguous() for k, v in ema.items()}, str(tmp / "ema.safetensors"))
         (tmp / "info.json").write_text(json.dumps(info or {}, indent=2), encoding="utf-8")
     return Path(path)
+
+
+class _KeptWriteError:
+    """The file torch.save writes through, keeping what the first failed write said: torch's zip writer,
+    when a write fails part way (a disk filling up), goes on and raises only "unexpected pos N vs M".
+    It keeps the error's (errno, strerror), not the error: torch's native writer, which holds this file,
+    would hold the error's frames (the caller's trainer among them) in a cycle the collector cannot see."""
+
+    def __init__(self, file):
+        self.file, self.error = file, None
+
+    def write(self, data) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as err:
+            self.error = self.error or (err.errno, err.strerror)
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
+def save_torch(obj, file: Path, *, opener=lambda file: open(file, "wb")) -> None:
+    """torch.save into `file` (opened by `opener`), a write error (full disk, read-only) raised as an OSError
+    naming `file`. Through a Python file: to a path torch says only "file write failed"."""
+    with opener(file) as f:
+        kept = _KeptWriteError(f)
+        try:
+            torch.save(obj, kept)
+        except RuntimeError:
+            if kept.error is None:
+                raise
+            raise OSError(*kept.error, str(file)) from None
 
 
 def _require(path: Path, name: str) -> Path:

@@ -60,13 +60,14 @@ def resume_candidates(out: Path) -> list[Path]:
     return ([latest] if latest is not None else []) + older
 
 
-def last_good_note(out: Path) -> str:
-    """What a checkpoint that could not be written leaves, in its error: the last good one."""
+def last_good_note(out: Path, remedy: str = "free space") -> str:
+    """What a write that failed mid-run leaves, in its error: the last good checkpoint, and what to do
+    (`remedy`, then resume)."""
     name = ""
     with contextlib.suppress(OSError, UnicodeDecodeError):
         name = (out / "latest").read_text(encoding="utf-8").strip()
     latest = out / "checkpoints" / name
     if name and latest.is_dir():
-        return f"training stopped; the last good checkpoint, {latest}, is intact: free space and resume with " \
+        return f"training stopped; the last good checkpoint, {latest}, is intact: {remedy} and resume with " \
                f"the same command"
-    return "training stopped before its first checkpoint: free space and run the same command again"
+    return f"training stopped before its first checkpoint: {remedy} and run the same command again"

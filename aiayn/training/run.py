@@ -37,7 +37,7 @@ from aiayn.training import distributed as D
 from aiayn.training.init_from import inherit_model
 from aiayn.training.micro_batches import check_micro_batch_workers
 from aiayn.training.run_files import claim_run_entries, open_lock
-from aiayn.training.tensorboard_log import open_log, summary_writer_class
+from aiayn.training.tensorboard_log import check_log_dir, open_log, summary_writer_class
 from aiayn.training.timeline import AttentionTimeline
 from aiayn.training.trainer import Trainer
 
@@ -346,6 +346,7 @@ def prepare_run(cfg, out: str | Path, bleu_factory=None, device: str = "cpu", in
     check_micro_batch_workers(cfg, distributed=dist.enabled, device=dev)  # before anything is written
     if cfg.train.tensorboard:
         summary_writer_class()  # the tensorboard package is there (else one line), before anything is written
+        check_log_dir(out)  # and no file of the user's is where its events go
     check_output(out)
     init = load_init(init_from, out) if init_from is not None else None
     if init is not None:

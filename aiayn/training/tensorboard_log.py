@@ -8,16 +8,26 @@ attention, no decoding), one grayscale image per decoder layer, heads averaged, 
 columns = source tokens; the pair's tokens are written once as text. A resumed run purges the events
 past its checkpoint's step (purge_step), so no step is written twice.
 
+A write that fails (a full disk, a read-only folder; tensorboard writes in a thread of its own, whose
+traceback is not printed: the next write raises the same error) stops the run in one line naming
+RUN/tensorboard and the last good checkpoint, and cuts the event file back to its last whole flush.
+
 W&B: `wandb sync --sync-tensorboard RUN/tensorboard`, or wandb.tensorboard.patch(root_logdir=...) before
 training (docs/guides/train.md).
 """
 
+import contextlib
+import errno
 import logging
+import os
+import threading
 from pathlib import Path
 
 import torch
 
-from aiayn.errors import AiaynError
+from aiayn.errors import AiaynError, OutputError
+from aiayn.io import write_error
+from aiayn.training.resume import last_good_note
 
 log = logging.getLogger(__name__)
 SUBDIR = "tensorboard"
@@ -42,33 +52,99 @@ def summary_writer_class():
     return SummaryWriter
 
 
+def check_log_dir(out: str | Path) -> None:
+    """RUN/tensorboard must be a folder (or a link to one) or absent: a user's file there is named, before
+    the run writes anything."""
+    path = log_dir(out)
+    if (path.exists() or path.is_symlink()) and not path.is_dir():
+        what = f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else "a file"
+        raise OutputError(f"{path} is {what}, not a folder: train.tensorboard=true writes its event files in "
+                          f"a folder of that name; move it away, or set train.tensorboard=false")
+
+
+def quiet_writer_threads() -> None:
+    """Installs (once) a threading.excepthook that prints nothing for an OSError in tensorboard's writer
+    thread: the thread keeps the error and the next write or flush raises it, which TensorBoardLog reports
+    in one line. Every other thread's exception goes to the hook that was there."""
+    previous = threading.excepthook
+    if getattr(previous, "quiets_tensorboard", False):
+        return
+
+    def hook(args) -> None:
+        if isinstance(args.exc_value, OSError) and type(args.thread).__module__.startswith("tensorboard."):
+            return
+        previous(args)
+
+    hook.quiets_tensorboard = True
+    threading.excepthook = hook
+
+
 class TensorBoardLog:
     """Writes the trainer's log rows (and the attention image at validations) as TensorBoard events."""
 
     def __init__(self, *, out: str | Path, resumed_step: int, pair=None, labels=None):
         """pair: (src (1, S), tgt_in (1, T)) of the fixed dev sentence, or None; labels: (source tokens,
         target input tokens), written once as text. resumed_step: the step the run continues from (0: new)."""
+        self.out, self.dir = Path(out), log_dir(out)
+        check_log_dir(out)
         writer_class = summary_writer_class()
-        self.writer = writer_class(log_dir=str(log_dir(out)), purge_step=resumed_step + 1 if resumed_step else None)
-        self.pair = pair
-        if labels is not None and not resumed_step:
-            source, target = labels
-            self.writer.add_text("attention/dev_pair", f"source: {' '.join(source)}  \n"
-                                                       f"target input: {' '.join(target)}", 0)
+        quiet_writer_threads()
+        self.earlier = self._event_files()
+        self.event_file, self.flushed = None, 0  # this run's event file and its size at the last good flush
+        with self._stop_on_write_error():
+            self.writer = writer_class(log_dir=str(self.dir), purge_step=resumed_step + 1 if resumed_step else None)
+            self.event_file = next(iter(self._event_files() - self.earlier), None)
+            self.pair = pair
+            if labels is not None and not resumed_step:
+                source, target = labels
+                self.writer.add_text("attention/dev_pair", f"source: {' '.join(source)}  \n"
+                                                           f"target input: {' '.join(target)}", 0)
+            self._flush()
+
+    def _event_files(self) -> set[Path]:
+        with contextlib.suppress(OSError):
+            return set(self.dir.glob("events.out.tfevents.*"))
+        return set()
+
+    def _flush(self) -> None:
+        self.writer.flush()
+        if self.event_file is not None:
+            self.flushed = self.event_file.stat().st_size
+
+    @contextlib.contextmanager
+    def _stop_on_write_error(self):
+        """A failed write: the event file cut back to its last good flush (no half record left), and one
+        line naming RUN/tensorboard, what happened and the checkpoint to resume from."""
+        try:
+            yield
+        except Exception as err:
+            remedy = "free space" if getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) else "fix that"
+            error = write_error(err, self.dir, last_good_note(self.out, f"{remedy} (or set train.tensorboard=false)"))
+            if error is None:
+                raise
+            with contextlib.suppress(OSError):
+                if self.event_file is not None:
+                    os.truncate(self.event_file, self.flushed)
+                else:  # the writer did not start: what it began holds no step
+                    for file in self._event_files() - self.earlier:
+                        file.unlink()
+            raise error from None
 
     def write(self, record: dict, model) -> None:
         """One log row of the trainer (a training window or a validation)."""
         step = record["step"]
-        for key, tag in SCALARS.items():
-            if key in record:
-                self.writer.add_scalar(tag, float(record[key]), step)
-        if "valid_loss" in record and self.pair is not None:
-            for layer, image in enumerate(cross_attention_images(model, *self.pair)):
-                self.writer.add_image(f"attention/cross_layer{layer}", image, step, dataformats="HW")
-        self.writer.flush()
+        with self._stop_on_write_error():
+            for key, tag in SCALARS.items():
+                if key in record:
+                    self.writer.add_scalar(tag, float(record[key]), step)
+            if "valid_loss" in record and self.pair is not None:
+                for layer, image in enumerate(cross_attention_images(model, *self.pair)):
+                    self.writer.add_image(f"attention/cross_layer{layer}", image, step, dataformats="HW")
+            self._flush()
 
     def close(self) -> None:
-        self.writer.close()
+        with self._stop_on_write_error():
+            self.writer.close()
 
 
 @torch.no_grad()

@@ -3,6 +3,8 @@ lost. Bad options (one line, not argparse's usage block), Ctrl-C at any moment, 
 writer, errors that name the user's path (never aiayn's temporary name), an empty input."""
 
 import errno
+import gc
+import io
 import os
 import signal
 import subprocess
@@ -137,25 +139,58 @@ def test_safetensors_full_disk_is_one_line(tmp_path):
             raise err
 
 
-def test_training_checkpoint_mid_run_on_a_full_disk(tmp_path, capsys, monkeypatch):
+class _FillingFile(io.FileIO):
+    """A file on a disk with `room` bytes left: a write past it writes what fits, then fails with ENOSPC."""
+
+    room = 1000
+
+    def write(self, data) -> int:
+        left = self.room - self.tell()
+        if len(memoryview(data)) > left:
+            super().write(memoryview(data)[:max(left, 0)])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(data)
+
+
+def test_torch_save_on_a_filling_disk_raises_the_write_error(tmp_path):
+    """torch's zip writer, whose write fails part way, says only 'unexpected pos'; save_torch raises the
+    OSError."""
+    import torch
+
     import aiayn.checkpoint as checkpoint
 
-    real, calls = checkpoint.torch.save, []
+    with pytest.raises(RuntimeError, match="unexpected pos"):  # torch alone hides the cause
+        torch.save({"x": torch.zeros(1000)}, _FillingFile(tmp_path / "a.pt", "wb"))
+    with pytest.raises(OSError) as err:
+        checkpoint.save_torch({"x": torch.zeros(1000)}, tmp_path / "b.pt", opener=lambda f: _FillingFile(f, "wb"))
+    assert err.value.errno == errno.ENOSPC
 
-    def save(obj, f, *args, **kwargs):
+
+def test_training_checkpoint_mid_run_on_a_full_disk(tmp_path, capsys, monkeypatch):
+    """The second checkpoint's trainer_state.pt fills the disk part way: one line naming it and the first,
+    nothing partial left, and the same command resumes from the first."""
+    import aiayn.checkpoint as checkpoint
+
+    real, calls = checkpoint.save_torch, []
+
+    def save_torch(obj, file, **kwargs):
         calls.append(1)
-        if len(calls) == 2:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(obj, f, *args, **kwargs)
+        opener = _FillingFile if len(calls) == 2 else io.FileIO
+        return real(obj, file, opener=lambda f: opener(f, "wb"))
 
-    monkeypatch.setattr(checkpoint.torch, "save", save)
+    monkeypatch.setattr(checkpoint, "save_torch", save_torch)
     out = tmp_path / "run"
-    code, output = run_cli(["train", "--out", out, "--set", "train.max_steps=4", "--set", "train.save_every=1",
-                            "--set", "train.eval_every=100"], capsys)
+    argv = ["train", "--out", out, "--set", "train.max_steps=4", "--set", "train.save_every=1",
+            "--set", "train.eval_every=100"]
+    code, output = run_cli(argv, capsys)
     first = out / "checkpoints" / "step_00000001"
-    assert_user_error(code, output, "could not write it: no space left on the device",
-                      f"the last good checkpoint, {first}, is intact")
-    assert (first / "model.safetensors").is_file()
+    assert_user_error(code, output, f"{out / 'checkpoints' / 'step_00000002'}: could not write it: no space left "
+                      f"on the device", f"the last good checkpoint, {first}, is intact")
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_00000001"]  # no temporary left
+    monkeypatch.undo()
+    gc.collect()  # the failed run's trainer, in reference cycles with its error's frames, holds the run's lock
+    code, output = run_cli(argv, capsys)
+    assert code == 0 and f"resuming from {first} (step 1)" in output, output
 
 
 def test_training_first_checkpoint_on_a_full_disk(tmp_path, capsys, monkeypatch):
