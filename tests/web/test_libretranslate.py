@@ -166,6 +166,21 @@ def test_refusals_of_this_servers_bounds_name_them(lt):
     assert lt.get("/detect").status_code == 405 and lt.post("/languages").status_code == 405
 
 
+def test_pages_of_any_origin_may_call_it_as_libretranslate(lt):
+    """CORS on these routes (a browser's preflight, answers and refusals), as LibreTranslate's; not on /api/."""
+    asked = {"Origin": "https://example.org", "Access-Control-Request-Method": "POST",
+             "Access-Control-Request-Headers": "content-type"}
+    preflight = lt.options("/translate", headers=asked)
+    assert preflight.status_code == 204 and preflight.headers["access-control-allow-origin"] == "*"
+    assert "content-type" in preflight.headers["access-control-allow-headers"].lower()
+    origin = {"Origin": "https://example.org"}
+    for answer in (translate(lt, q="nine", source="en", target="de"), translate(lt, q="nine", source="fr", target="de"),
+                   lt.get("/languages", headers=origin), lt.post("/detect", data={"q": "nine"}, headers=origin)):
+        assert answer.headers["access-control-allow-origin"] == "*"
+    plain = lt.post("/api/translate", json={"text": "nine", "attention": False}, headers=origin)
+    assert plain.status_code == 200 and "access-control-allow-origin" not in plain.headers
+
+
 def test_a_model_that_names_no_languages_says_so(translator):
     unnamed = TestClient(create_app(Translator(translator.model, translator.tokenizer, translator.decode_cfg)))
     assert unnamed.get("/languages").json() == []

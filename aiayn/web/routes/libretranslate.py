@@ -7,10 +7,11 @@
 - POST /detect {"q"} -> [{"confidence", "language"}]: the model's two languages, the likelier first.
 A refusal is 400 {"error": "..."} in LibreTranslate's words; the server's own bounds answer as on /api/ (503
 busy or out of time, 413 a body too large). Translations go through the batcher with the plain ones of
-/api/translate."""
+/api/translate. As LibreTranslate's, these answers carry CORS headers that let pages of any origin call them."""
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 
 from aiayn.web.libretranslate import (
     Job,
@@ -37,6 +38,25 @@ from aiayn.web.shapes import (
     responses,
 )
 
+# LibreTranslate lets pages of every origin call it (its after_request), and the pages and browser extensions
+# written for it count on that; the /api/ routes stay same-origin
+CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Headers": "Authorization, Content-Type",
+        "Access-Control-Allow-Methods": "GET, POST", "Access-Control-Max-Age": str(20 * 24 * 3600)}
+
+
+class OpenToPages(APIRoute):
+    """A route whose every answer carries CORS."""
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def answered(request: Request) -> Response:
+            response = await handler(request)
+            response.headers.update(CORS)
+            return response
+
+        return answered
+
 
 def _body(model) -> dict:
     """openapi_extra of a route that reads its own body: `model`'s schema under each content type it takes."""
@@ -46,7 +66,7 @@ def _body(model) -> dict:
 
 
 def router(served: Served) -> APIRouter:
-    routes = APIRouter()
+    routes = APIRouter(route_class=OpenToPages)
     translator, limits, langs = served.translator, served.limits, served.langs
 
     async def translated(job: Job) -> bytes:
@@ -82,5 +102,12 @@ def router(served: Served) -> APIRouter:
             return JSONResponse(detections(detect_text(values), named_pair(langs)))
         except Refused as err:
             return error(400, str(err))
+
+    @routes.options("/translate", include_in_schema=False)
+    @routes.options("/languages", include_in_schema=False)
+    @routes.options("/detect", include_in_schema=False)
+    async def preflight():
+        """A browser's question before a cross-origin request: CORS says yes."""
+        return Response(status_code=204)
 
     return routes
