@@ -25,7 +25,7 @@ from aiayn.web.libretranslate import (
     request_values,
     translate_job,
 )
-from aiayn.web.limits import DecodingControls
+from aiayn.web.limits import MAX_BEAM, DecodingControls
 from aiayn.web.plain import plain_results
 from aiayn.web.respond import answer, dumps, error
 from aiayn.web.served import Served
@@ -71,7 +71,8 @@ def router(served: Served) -> APIRouter:
 
     async def translated(job: Job) -> bytes:
         n_best = job.alternatives + 1
-        beam = max(n_best, translator.decode_cfg.beam) if job.alternatives else None
+        # the model's beam, wide enough for the alternatives and within the server's (None: the model's own)
+        beam = max(n_best, min(translator.decode_cfg.beam, MAX_BEAM)) if job.alternatives else None
         controls = DecodingControls(beam=beam, n_best=n_best)
         segments = job.segments
         results = await plain_results(served.batcher, translator, limits, controls, segments, [""] * len(segments),
