@@ -96,7 +96,8 @@ def detections(text: str, langs: tuple[str, str]) -> list[dict]:
     common words in `text` that are its, add-one smoothed (a text with none of them: 50 each, the source
     first)."""
     words = re.findall(r"\w+", text.lower())
-    hits = [sum(w in set(WORDS.get(lang, "").split()) for w in words) for lang in langs]
+    vocabularies = [set(WORDS.get(lang, "").split()) for lang in langs]
+    hits = [sum(w in vocabulary for w in words) for vocabulary in vocabularies]
     found = [{"confidence": round(100 * (n + 1) / (sum(hits) + 2), 1), "language": lang}
              for lang, n in zip(langs, hits)]
     return sorted(found, key=lambda d: -d["confidence"])  # stable: the source first on a tie
@@ -130,9 +131,9 @@ def detect_text(values: dict) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Job:
-    """A checked POST /translate: texts (q as a list; one, the answer's fields are single), each split into
-    parts (text, translated?); the translated parts of all texts in order, each named for errors; what to add
-    to the answer."""
+    """A checked POST /translate. parts: per text of q, its pieces in order as (text, translated?), the
+    translated ones its segments; one: q was one text (the answer's fields are single, not lists); html: the
+    translations are written as HTML text; alternatives: how many per text; detected: per text, for "auto"."""
 
     parts: list[list[tuple[str, bool]]]
     one: bool
