@@ -12,13 +12,16 @@
    - hallucination: the source perturbed as in Lee et al. 2019 (one rare source piece put at its start) and
      translated; the output counts as hallucinated when its chrF against the unperturbed output is below
      HALLUCINATION_CHRF (perturbed outputs that stay close are left out);
+   - detached: the model's own clean output of the next sentence given as this one's (a fluent output with
+     nothing of its source: a fully detached hallucination, Guerreiro et al. 2023), where the two outputs'
+     chrF is below HALLUCINATION_CHRF;
    - cut short: the clean output's first half (outputs of 4 words or more);
    - repetition: an n-gram (1-3 words) of the clean output written three times in a row in its place;
    - copy: the source itself as the output.
    Injected outputs are judged by teacher forcing (aiayn.inspect.quality.diagnostics.forced_evidence).
 Prints each signal's AUROC per pathology (bench/roc.py) with the best signal's 95% bootstrap interval,
-the share of each pathology flagged, and the share of clean outputs flagged, as a Markdown table; --json
-writes everything.
+the share of each pathology flagged, and the share of clean outputs flagged, as a Markdown table, then
+every signal's interval for the hallucination kinds; --json writes everything.
 """
 
 import argparse
@@ -122,7 +125,10 @@ def injected(translator, sources: list[str], clean, thresholds: Thresholds, seed
         return [diagnose(forced_evidence(translator, s, o), thresholds) for s, o in pairs]
 
     outs = [(s, c.text.split()) for s, c in zip(sources, clean) if c.text.strip()]
+    others = [(sources[i], clean[(i + 1) % len(clean)].text) for i in range(len(sources))]
     return {"hallucination": hallucinated,
+            "detached": forced([(s, o) for (s, o), c in zip(others, clean)
+                                if o.strip() and chrf(o, c.text) < HALLUCINATION_CHRF]),
             "cut short": forced([(s, " ".join(w[: len(w) // 2])) for s, w in outs if len(w) >= 4]),
             "repetition": forced([(s, repeated(w, rng)) for s, w in outs]),
             "copy": forced([(s, s) for s in sources])}
@@ -139,9 +145,10 @@ def report(clean: list[dict], kinds: dict, usual: dict) -> dict:
         scores = {s.name: ([suspicion(s, v, usual) for v in values(positives, s.name)],
                            [suspicion(s, v, usual) for v in values(clean, s.name)]) for s in MEASURED}
         row = {name: auroc(*pair) for name, pair in scores.items()} if positives else {}
-        if row:  # the best signal's 95% bootstrap interval: wide for a kind with few cases
+        if row:  # the 95% bootstrap intervals: wide for a kind with few cases
+            row["intervals"] = {name: auroc_interval(*pair) for name, pair in scores.items()}
             row["best"] = max(SIGNALS, key=row.get)
-            row["interval"] = auroc_interval(*scores[row["best"]])
+            row["interval"] = row["intervals"][row["best"]]
         row.update(n=len(positives), flagged=flagged_share(positives))
         table[kind] = row
     flags = sorted({s["flag"] for d in clean for s in d["signals"].values()})
@@ -158,6 +165,10 @@ def markdown(result: dict) -> str:
         interval = "{:.3f}-{:.3f}".format(*row["interval"]) if "interval" in row else "-"
         lines.append(f"| {kind} | {row['n']} | {cells} | {interval} | {row['flagged']:.1%} |")
     lines.append("")
+    for kind in ("hallucination", "detached"):
+        if "intervals" in result["auroc"].get(kind, {}):
+            lines.append(f"{kind}, 95% intervals: " + ", ".join(
+                "{} {:.3f}-{:.3f}".format(name, *pair) for name, pair in result["auroc"][kind]["intervals"].items()))
     lines.append("clean test outputs flagged: " + ", ".join(f"{k} {v:.1%}" for k, v in result["false_flags"].items()))
     return "\n".join(lines)
 

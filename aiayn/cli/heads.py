@@ -214,8 +214,6 @@ def _check_ablate_args(args) -> tuple[str, ...]:
 
 
 def _ablation_table(ablation, max_drop: float) -> str:
-    from aiayn.inspect.ablation import KIND_WORDS
-
     base = ablation.baseline
     rows = [f"baseline: BLEU {base.bleu:.2f}, loss {base.loss:.4f}", "",
             "head       BLEU    dBLEU   loss     dloss"]
@@ -226,8 +224,7 @@ def _ablation_table(ablation, max_drop: float) -> str:
 
     rows += [row(r.head.name, r) for r in ablation.single]
     if ablation.pruned:
-        kinds = ", ".join(KIND_WORDS[k] for k in ablation.pruned_kinds)
-        rows += ["", f"greedy pruning ({kinds}): the heads out so far, BLEU after each removal",
+        rows += ["", f"greedy pruning ({ablation.pruned_words}): the heads out so far, BLEU after each removal",
                  "step  head       BLEU    dBLEU   loss     dloss"]
         rows += [f"{step:<5} " + row(r.head.name, r) for step, r in enumerate(ablation.pruned, start=1)]
         rows.append(f"{ablation.removable(max_drop)} of {len(ablation.pruned)} heads out before BLEU falls more than "

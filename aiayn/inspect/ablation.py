@@ -38,7 +38,12 @@ class Head:
     @property
     def name(self) -> str:
         """"enc 1:2": encoder self-attention, layer 1, head 2 (counted from 1, as `aiayn heads` prints)."""
-        return f"{KIND_SHORT[self.kind]} {self.layer + 1}:{self.head + 1}"
+        return f"{self.layer_name}:{self.head + 1}"
+
+    @property
+    def layer_name(self) -> str:
+        """"enc 1": its kind and layer."""
+        return f"{KIND_SHORT[self.kind]} {self.layer + 1}"
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "layer": self.layer + 1, "head": self.head + 1}
@@ -106,12 +111,12 @@ class Quality:
 def measure_quality(translator, sources: list[str], refs: list[str], options=None) -> Quality:
     """The translator's Quality on (sources, refs) as its model is now (within heads_removed: without those
     heads). options: a DecodeOptions (default: the model's own decode settings)."""
-    from aiayn.evaluation import corpus_bleu
+    from sacrebleu.metrics import BLEU  # aiayn evaluate's BLEU (aiayn.evaluation.corpus_bleu), its defaults
 
     hyps = [r.text for r in translator.translate(sources, options=options)]
     scores = translator.score(sources, refs, options=options)
     n_tokens = sum(len(s.tokens) for s in scores)
-    return Quality(bleu=corpus_bleu(hyps, refs).score, loss=-sum(s.log_prob for s in scores) / n_tokens)
+    return Quality(bleu=BLEU().corpus_score(hyps, [refs]).score, loss=-sum(s.log_prob for s in scores) / n_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,6 +142,11 @@ class Ablation:
     single: list[Removal]
     pruned: list[Removal] = field(default_factory=list)
     pruned_kinds: tuple[str, ...] = ()
+
+    @property
+    def pruned_words(self) -> str:
+        """The kinds the pruning chose from, in words."""
+        return ", ".join(KIND_WORDS[k] for k in self.pruned_kinds)
 
     def removable(self, max_drop: float) -> int:
         """How many heads the greedy pruning takes out before BLEU first falls more than max_drop below the
@@ -187,6 +197,8 @@ def ablate(translator, sources: list[str], refs: list[str], options=None, *, pru
             return measure_quality(translator, sources, refs, options)
 
     baseline = measure([])
+    if progress:
+        progress(f"baseline: BLEU {baseline.bleu:.2f}, loss {baseline.loss:.4f}")
     single = []
     for head in all_heads(model):
         single.append(Removal(head=head, quality=measure([head])))

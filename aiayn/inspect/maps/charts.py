@@ -84,29 +84,24 @@ def draw_heads(scores, path, title: str = "") -> Path:
 
 def _ablation_grid(ax, ablation, plt):
     """Rows: each kind's layers (enc 1.., dec 1.., cross 1..); columns: heads; cells: BLEU change."""
-    from aiayn.inspect.ablation import KIND_SHORT
-
-    rows = sorted({(r.head.kind, r.head.layer) for r in ablation.single},
-                  key=lambda kl: (list(KIND_SHORT).index(kl[0]), kl[1]))
+    rows = list(dict.fromkeys(r.head.layer_name for r in ablation.single))  # model order
     n_heads = 1 + max(r.head.head for r in ablation.single)
     grid = np.full((len(rows), n_heads), np.nan)
     for r in ablation.single:
-        grid[rows.index((r.head.kind, r.head.layer)), r.head.head] = r.quality.bleu - ablation.baseline.bleu
+        grid[rows.index(r.head.layer_name), r.head.head] = r.quality.bleu - ablation.baseline.bleu
     span = max(float(np.nanmax(np.abs(grid))), 0.5)
     image = ax.imshow(grid, cmap="RdBu", vmin=-span, vmax=span, aspect="auto")
     for (row, col), value in np.ndenumerate(grid):
         ax.text(col, row, f"{value:+.1f}", ha="center", va="center", fontsize=8,
                 color="white" if abs(value) > 0.6 * span else "black")
     ax.set_xticks(range(n_heads), [str(h + 1) for h in range(n_heads)])
-    ax.set_yticks(range(len(rows)), [f"{KIND_SHORT[kind]} {layer + 1}" for kind, layer in rows])
+    ax.set_yticks(range(len(rows)), rows)
     ax.set_xlabel("head")
     ax.set_title(f"BLEU change with one head out (baseline {ablation.baseline.bleu:.2f})", fontsize=9)
     plt.colorbar(image, ax=ax, label="BLEU change")
 
 
 def _pruning_curve(ax, ablation, max_drop: float):
-    from aiayn.inspect.ablation import KIND_WORDS
-
     base = ablation.baseline.bleu
     bleu = [base] + [r.quality.bleu for r in ablation.pruned]
     ax.plot(range(len(bleu)), bleu, marker="o", markersize=3)
@@ -119,7 +114,7 @@ def _pruning_curve(ax, ablation, max_drop: float):
     ax.set_xlabel("heads removed (greedy: the cheapest first)")
     ax.set_ylabel("BLEU")
     ax.legend(fontsize=8)
-    ax.set_title("greedy pruning: " + ", ".join(KIND_WORDS[k] for k in ablation.pruned_kinds), fontsize=9)
+    ax.set_title(f"greedy pruning: {ablation.pruned_words}", fontsize=9)
 
 
 def draw_ablation(ablation, path, max_drop: float = 0.5, title: str = "") -> Path:
@@ -127,7 +122,7 @@ def draw_ablation(ablation, path, max_drop: float = 0.5, title: str = "") -> Pat
     alone is out and, where the heads were pruned, BLEU after each greedy removal."""
     plt = _pyplot()
     panels = 2 if ablation.pruned else 1
-    n_rows = len({(r.head.kind, r.head.layer) for r in ablation.single})
+    n_rows = len({r.head.layer_name for r in ablation.single})
     fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 1.8 + 0.4 * n_rows), layout="constrained",
                              squeeze=False)
     _ablation_grid(axes[0, 0], ablation, plt)

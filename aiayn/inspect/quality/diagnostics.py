@@ -42,8 +42,11 @@ def flags_under(diagnostics: dict, thresholds: Thresholds) -> list[str]:
 
 def diagnose(evidence: Evidence, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict:
     """-> {"flags": [codes], "signals": {name: {"value", "threshold", "rule", "flag", "flagged"}},
-    "uncovered_words": [...]}."""
-    signals = {s.name: _report(s.measure(evidence), _threshold(thresholds, s.name), s.rule, s.flag) for s in SIGNALS}
+    "uncovered_words": [...]}. A signal whose evidence is missing (source_contribution without source_shares)
+    is left out."""
+    measured = {s: s.measure(evidence) for s in SIGNALS}
+    signals = {s.name: _report(value, _threshold(thresholds, s.name), s.rule, s.flag)
+               for s, value in measured.items() if value is not None}
     fired = {s["flag"] for s in signals.values() if s["flagged"]}
     words = attention_signals(evidence.cross, evidence.src_tokens, evidence.tgt_tokens)[2]
     return {"flags": [f for f in FLAGS if f in fired], "signals": signals, "uncovered_words": words}
@@ -54,12 +57,32 @@ def no_diagnostics() -> dict:
     return {"flags": [], "signals": {}, "uncovered_words": []}
 
 
-def evidence_of(result, source: str, tokenizer) -> Evidence:
-    """The Evidence of a Translation made with return_attention (its best hypothesis, as searched)."""
+def source_shares(model, src_ids: list[int], out_ids: list[int], bos_id: int) -> np.ndarray | None:
+    """Teacher forcing the output's tokens (without </s>): per output step, the tokens then </s>, the share of
+    the decoder's prediction that comes from the source (ALTI+ rolled out over the layers,
+    aiayn.inspect.contributions), (T + 1,). None for a model without layers of heads (an RNN, an ensemble)."""
+    import torch
+
+    from aiayn.inspect.contributions import measure_contributions
+
+    if not getattr(model, "multi_head", False) or not hasattr(model, "encoder_layers"):
+        return None
+    device = next(model.parameters()).device
+    src = torch.tensor([src_ids], device=device)  # (1, S)
+    tgt_in = torch.tensor([[bos_id] + out_ids], device=device)  # (1, T + 1): <s> y_1 .. y_T
+    return measure_contributions(model, src, tgt_in).source_share[0].float().cpu().numpy()
+
+
+def evidence_of(result, source: str, translator) -> Evidence:
+    """The Evidence of a Translation made with return_attention (its best hypothesis, as searched), with its
+    source shares measured by teacher forcing its tokens."""
+    tok = translator.tokenizer
+    shares = source_shares(translator.model, [tok.source_piece_to_id(p) for p in result.src_tokens],
+                           [tok.piece_to_id(p) for p in result.tokens], tok.bos_id)
     return Evidence(source=source, output=result.text, src_tokens=result.src_tokens, tgt_tokens=result.tokens,
                     cross=result.attention["cross"], log_prob=result.log_prob,
                     stopped_at_limit=result.stopped_at_limit,
-                    unk_piece=tokenizer.source_id_to_piece([tokenizer.unk_id])[0])
+                    unk_piece=tok.source_id_to_piece([tok.unk_id])[0], source_shares=shares)
 
 
 def check_diagnosable(translator, options) -> None:
@@ -85,7 +108,7 @@ def translate_diagnosed(translator, sentences: list[str], options=None, *, targe
                                    target_prefix=target_prefix)
     for source, result in zip(sentences, results):
         result.diagnostics = no_diagnostics() if result.attention is None else \
-            diagnose(evidence_of(result, source, translator.tokenizer), thresholds)
+            diagnose(evidence_of(result, source, translator), thresholds)
         if not options.return_attention:
             result.attention = None
     return results
@@ -110,7 +133,8 @@ def forced_evidence(translator, source: str, output: str) -> Evidence:
         log_prob = float(log_probs[torch.arange(len(tgt_ids)), torch.tensor(tgt_ids, device=device)].sum())
     return Evidence(source=source, output=output, src_tokens=tok.source_id_to_piece(src_ids),
                     tgt_tokens=tok.id_to_piece(tgt_ids[:-1]), cross=maps["cross"][0].float().cpu().numpy(),
-                    log_prob=log_prob, unk_piece=tok.source_id_to_piece([tok.unk_id])[0])
+                    log_prob=log_prob, unk_piece=tok.source_id_to_piece([tok.unk_id])[0],
+                    source_shares=source_shares(translator.model, src_ids, tgt_ids[:-1], tok.bos_id))
 
 
 def diagnose_output(translator, source: str, output: str, *, stopped_at_limit: bool = False,

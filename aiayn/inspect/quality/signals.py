@@ -7,6 +7,10 @@ entry here, its default threshold there, and its Korean words in aiayn/web/stati
 Signals (and where they come from):
 - log_prob: mean log-probability per output token, </s> included ("Seq-Logprob", the strongest simple
   hallucination detector of Guerreiro et al. 2023) -> hallucination when low;
+- source_contribution: the share of each output step's prediction that comes from the source rather than
+  the target prefix, by ALTI+ token contributions rolled out over the layers (Ferrando et al. 2022;
+  aiayn.inspect.contributions), averaged over the output's tokens and </s> (Dale et al. 2023's "ALTI"
+  detector: a detached output is written from its own prefix) -> hallucination when low;
 - eos_attention: mean cross-attention the output's words give the source's </s> (an attention signal of
   Lee et al. 2019 and Guerreiro et al. 2023: a detached output looks at the end of the source) ->
   hallucination when high;
@@ -35,7 +39,9 @@ from aiayn.inspect.quality.thresholds import COVERAGE_MASS, REPEAT_NGRAM_MAX
 class Evidence:
     """What the diagnostics read. src_tokens: source pieces ending in </s>; tgt_tokens: output pieces
     (without </s>); cross: (L, H, T, S) cross-attention, T = len(tgt_tokens) or that + 1 (the </s> step);
-    log_prob: summed log-probability of the T steps."""
+    log_prob: summed log-probability of the T steps; source_shares: (T + 1,) per output step (the tokens,
+    then </s>) the share of its prediction that comes from the source (ALTI+), None where not measured (a
+    model without layers of heads)."""
 
     source: str
     output: str
@@ -45,6 +51,7 @@ class Evidence:
     log_prob: float
     stopped_at_limit: bool = False
     unk_piece: str = "<unk>"
+    source_shares: np.ndarray | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,7 +66,7 @@ class Signal:
 
     name: str
     flag: str
-    measure: Callable[[Evidence], float | bool]
+    measure: Callable[[Evidence], float | bool | None]
     rule: str
     suspect: str | None
     settle: Callable[[float], float | int] | None = None
@@ -116,6 +123,10 @@ def _mean_log_prob(e: Evidence) -> float:
     return e.log_prob / max(e.cross.shape[-2], 1)  # per step, </s> included
 
 
+def _source_contribution(e: Evidence) -> float | None:
+    return None if e.source_shares is None else float(np.mean(e.source_shares))
+
+
 def _repeats(e: Evidence) -> int:
     pieces = [p.lstrip("▁") for p in e.tgt_tokens]  # "▁und und und": one word, a loop of pieces
     return max(repeat_run(e.output.split()), repeat_run(pieces))
@@ -130,6 +141,11 @@ SIGNALS = (
            settle=_rounded(2),
            page_words="Possible hallucination: the model gives this output a low probability (mean log-probability "
                       "per token {value}; flagged below {threshold})."),
+    Signal(name="source_contribution", flag="hallucination", measure=_source_contribution, rule="<", suspect="low",
+           settle=_rounded(2),
+           page_words="Possible hallucination: little of this output comes from the source (its tokens take {value} "
+                      "of what they carry from the source, the rest from the words before them; flagged below "
+                      "{threshold})."),
     Signal(name="eos_attention", flag="hallucination",
            measure=lambda e: attention_signals(e.cross, e.src_tokens, e.tgt_tokens)[1], rule=">", suspect="high",
            settle=_rounded(2),

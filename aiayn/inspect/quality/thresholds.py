@@ -32,6 +32,7 @@ class Thresholds:
     module's docstring for how the defaults were chosen).
 
     log_prob: hallucination when the mean log-probability per output token (</s> included) is below this.
+    source_contribution: hallucination when the output's steps take less than this share from the source.
     eos_attention: hallucination when the output's mean cross-attention on the source's </s> is above this.
     uncovered_share: low_coverage when more than this share of the source words gets under COVERAGE_MASS.
     repeat_run: repetition when an n-gram follows itself at least this many times in a row.
@@ -41,6 +42,7 @@ class Thresholds:
     unknown_share: unknown_input when more than this share of the source's pieces is <unk> or bytes."""
 
     log_prob: float = -1.19
+    source_contribution: float = 0.0
     eos_attention: float = 0.16
     uncovered_share: float = 0.25
     repeat_run: int = 3

@@ -37,7 +37,7 @@ def diagonal(rows: int = 4, cols: int = 4) -> np.ndarray:
 
 def clean(**changes) -> Evidence:
     twin = Evidence(source="ein Hund läuft", output="a dog runs", src_tokens=SRC, tgt_tokens=TGT, cross=diagonal(),
-                    log_prob=-0.3 * 4)
+                    log_prob=-0.3 * 4, source_shares=np.full(4, 0.6))  # 0.6 of each step from the source
     return replace(twin, **changes)
 
 
@@ -48,8 +48,8 @@ def flags(evidence: Evidence) -> list[str]:
 def test_the_clean_twin_raises_nothing_and_every_signal_shows_its_value_and_threshold():
     found = diagnose(clean())
     assert found["flags"] == [] and found["uncovered_words"] == []
-    assert set(found["signals"]) == {"log_prob", "eos_attention", "uncovered_share", "repeat_run", "source_copy",
-                                     "length_ratio", "stopped_at_limit", "unknown_share"}
+    assert set(found["signals"]) == {"log_prob", "source_contribution", "eos_attention", "uncovered_share",
+                                     "repeat_run", "source_copy", "length_ratio", "stopped_at_limit", "unknown_share"}
     for signal in found["signals"].values():
         assert {"value", "threshold", "rule", "flag", "flagged"} <= set(signal) and signal["flag"] in FLAGS
     assert found["signals"]["log_prob"] == {"value": -0.3, "threshold": DEFAULT_THRESHOLDS.log_prob, "rule": "<",
@@ -239,7 +239,7 @@ def test_bench_thresholds_keep_all_flags_within_the_budget():
     words = ["".join(rng.choice(list("abcdefghijklmnop"), 5)) for _ in range(40)]
     evidences = [Evidence(source="ein Hund läuft", output=" ".join(rng.choice(words, 3)), src_tokens=SRC,
                           tgt_tokens=TGT, cross=diagonal() + rng.uniform(0, 0.3, (2, 2, 4, 4)),
-                          log_prob=float(rng.normal(-2, 1)))
+                          log_prob=float(rng.normal(-2, 1)), source_shares=rng.uniform(0.3, 0.8, 4))
                  for _ in range(400)]
     val = [diagnose(e) for e in evidences]
     thresholds, tail = bench.thresholds_on(val)
