@@ -29,6 +29,9 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("export-hf", help="write a Transformer as a Hugging Face Marian model (needs aiayn[hf])")
     p.add_argument("--model", required=True, help=MODEL_HELP)
     _add_out(p, "the MarianMTModel and MarianTokenizer", "export-hf")
+    p.add_argument("--license", default="other", metavar="ID",
+                   help="the licence the model card (README.md) names, a Hugging Face hub id such as apache-2.0 or "
+                        "cc-by-nc-4.0 (default: other)")
 
 
 def cmd_average(args) -> int:
@@ -59,11 +62,12 @@ def cmd_import_hf(args) -> int:
 def cmd_export_hf(args) -> int:
     from aiayn.interop.marian_export import export_marian
 
-    out, notes = export_marian(args.model, Path(args.out), force=args.force)
+    out, notes = export_marian(args.model, Path(args.out), force=args.force, license=args.license)
     for note in notes:
         print(f"note: {note}")
-    print(f"wrote {out}: a Hugging Face Marian model; load it with MarianMTModel.from_pretrained and "
-          f"MarianTokenizer.from_pretrained")
+    print(f"wrote {out}: a Hugging Face Marian model with its model card (README.md); load it with "
+          f"MarianMTModel.from_pretrained and MarianTokenizer.from_pretrained, or convert it with "
+          f"ct2-transformers-converter")
     return 0
 
 

@@ -16,8 +16,10 @@ three differences, each mapped exactly:
   then an ordinary aiayn Transformer with the paper's positions, and everything that reads one
   (training, export to CTranslate2, inspection, old checkpoints) needs no new case.
 The decoder starts from <pad> (decoder_start_token_id): the tokenizer's bos_id is the pad id, which
-decoding never outputs. A directory that `aiayn export-hf` wrote from a joint vocabulary starts from <s>
-instead, and is imported with aiayn's joint tokenizer (aiayn.interop.marian_vocab.load_tokenizer).
+decoding never outputs. A directory that `aiayn export-hf` wrote from a joint vocabulary (config.json names
+aiayn_start_token_id: aiayn.interop.marian_start) is read back to that model: the appended start token
+goes, the decoder's position-0 row gives back the sinusoid, and the tokenizer is aiayn's joint one
+(aiayn.interop.marian_vocab.load_tokenizer).
 Decoding of an imported model is generate()'s with the checkpoint's own generation config
 (aiayn.interop.marian_generation): transformers' length penalty (|Y|^alpha, decode.length_penalty_form: hf),
 num_beams, length_penalty, early_stopping, the length limits and no_repeat_ngram_size (transformers'
@@ -30,6 +32,7 @@ Configs aiayn cannot represent exactly are refused with an error that names the 
 """
 
 import contextlib
+import copy
 import logging
 from pathlib import Path
 
@@ -38,6 +41,7 @@ import torch
 from aiayn.checkpoint import check_finite
 from aiayn.errors import AiaynError
 from aiayn.interop.marian_generation import apply_generation
+from aiayn.interop.marian_start import PAD_FIELD, START_FIELD, unfold_start
 from aiayn.interop.marian_vocab import UnsupportedModel, load_tokenizer, read_json
 from aiayn.model import ModelConfig, build_model
 from aiayn.model.build import FieldError
@@ -250,6 +254,50 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0][:160] if text else ''}"
 
 
+def _without_start_row(path: Path, hf, hf_model, dtype: torch.dtype):
+    """An export of a joint vocabulary in the start-row form (aiayn.interop.marian_start) -> the config of
+    aiayn's model, with hf_model changed in place to it (the appended token's rows gone, the decoder's
+    position-0 row the sinusoid again); any other directory: `hf` as it is."""
+    start, pad = getattr(hf, START_FIELD, None), getattr(hf, PAD_FIELD, None)
+    if start is None and pad is None:
+        return hf
+    appended = hf.vocab_size - 1
+    decoder = hf_model.model.decoder
+    fits = (_is_id(start, appended) and _is_id(pad, appended) and hf.pad_token_id == appended
+            and hf.decoder_start_token_id == appended and hf.decoder_vocab_size == hf.vocab_size
+            and not decoder.embed_tokens.weight[appended].any())
+    table = None
+    if fits:
+        perm = hidden_permutation(hf.d_model)
+        row0 = sinusoid_table(1, hf.d_model)[0][torch.argsort(perm)]  # Marian's [sin | cos] layout
+        tolerance = max(1e-4, torch.finfo(dtype).eps)
+        table = unfold_start(decoder.embed_positions.weight.detach(), decoder.embed_tokens.weight[start].detach(),
+                             row0, tolerance)
+    if table is None:
+        raise UnsupportedModel(f"{path}/config.json: {START_FIELD}={start!r} and {PAD_FIELD}={pad!r} name aiayn's "
+                               f"start-row form, but the model is not in it (a last token <pad> with a zero "
+                               f"embedding that starts the decoder, and the start token's embedding in the "
+                               f"decoder's position-0 row); export the model again with aiayn export-hf")
+    with torch.no_grad():
+        decoder.embed_positions.weight.copy_(table)
+        modules = {id(m): m for m in (hf_model.model.encoder.embed_tokens, decoder.embed_tokens, hf_model.lm_head)}
+        for module in modules.values():
+            module.weight = torch.nn.Parameter(module.weight[:-1].detach(), requires_grad=False)
+        hf_model.final_logits_bias = hf_model.final_logits_bias[:, :-1]
+    generation = hf_model.generation_config  # aiayn bans its <pad> and <s> itself; the appended token is gone
+    if generation.bad_words_ids:
+        generation.bad_words_ids = [ids for ids in generation.bad_words_ids
+                                    if list(ids) not in ([pad], [start], [appended])] or None
+    hf = copy.deepcopy(hf)
+    hf.vocab_size = hf.decoder_vocab_size = appended
+    hf.pad_token_id, hf.decoder_start_token_id = pad, start
+    return hf
+
+
+def _is_id(value, size: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < size
+
+
 def experiment_config(path: Path, model_cfg: ModelConfig, generation):
     """config.yaml of the import: the model; decoding as transformers' generate() would do it with the model's
     generation config (aiayn.interop.marian_generation); the languages, when the tokenizer names them."""
@@ -270,6 +318,7 @@ def marian_to_aiayn(path: Path):
     hf, hf_model, dtype = _load_hf(path)
     weights = next((path / n for n in ("model.safetensors", "pytorch_model.bin") if (path / n).is_file()), path)
     check_finite(hf_model.state_dict(), weights)  # NaN or inf would be imported and translate to one word
+    hf = _without_start_row(path, hf, hf_model, dtype)
     tokenizer = load_tokenizer(path, hf)
     model_cfg = model_config(hf, output_bias=bool(hf_model.final_logits_bias.any()))
     model = build_model(model_cfg).eval()

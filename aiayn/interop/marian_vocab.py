@@ -7,6 +7,7 @@ from pathlib import Path
 from aiayn.data import separate_tokenizer
 from aiayn.data.separate_tokenizer import SeparateTokenizer, TokenizerFileError
 from aiayn.errors import AiaynError
+from aiayn.interop.marian_start import START_FIELD, vocab_without_start
 
 
 class UnsupportedModel(AiaynError):
@@ -98,7 +99,8 @@ def load_tokenizer(path: Path, hf_config):
 
 def joint_tokenizer(path: Path, hf_config):
     """aiayn's joint Tokenizer when source.spm and target.spm are one SentencePiece model, vocab.json numbers
-    its pieces as SentencePiece does, and the model's start, pad and </s> ids are the SentencePiece model's
+    its pieces as SentencePiece does (in the start-row form: with <pad> renamed and the start token
+    appended), and the model's start, pad and </s> ids are the SentencePiece model's
     <s>, <pad> and </s>; else None."""
     from aiayn.data.tokenizer import Tokenizer
 
@@ -114,6 +116,9 @@ def joint_tokenizer(path: Path, hf_config):
     ids = (hf_config.decoder_start_token_id, hf_config.pad_token_id, hf_config.eos_token_id)
     same_sizes = hf_config.vocab_size == tok.vocab_size == (
         hf_config.vocab_size if hf_config.share_encoder_decoder_embeddings else hf_config.decoder_vocab_size)
-    if read_json(path / "vocab.json") != pieces or ids != (tok.bos_id, tok.pad_id, tok.eos_id) or not same_sizes:
+    vocab = read_json(path / "vocab.json")
+    if getattr(hf_config, START_FIELD, None) is not None:  # the start-row form (aiayn.interop.marian_start)
+        vocab = vocab_without_start(vocab, tok.sp.id_to_piece(tok.pad_id))
+    if vocab != pieces or ids != (tok.bos_id, tok.pad_id, tok.eos_id) or not same_sizes:
         return None
     return tok
