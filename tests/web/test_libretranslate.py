@@ -6,6 +6,7 @@ with its words."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -179,6 +180,19 @@ def test_pages_of_any_origin_may_call_it_as_libretranslate(lt):
         assert answer.headers["access-control-allow-origin"] == "*"
     plain = lt.post("/api/translate", json={"text": "nine", "attention": False}, headers=origin)
     assert plain.status_code == 200 and "access-control-allow-origin" not in plain.headers
+
+
+@pytest.mark.slow  # an export to CTranslate2
+def test_the_ct2_engine_serves_it_alike(transformer_dir, tmp_path):
+    """`aiayn serve --engine ct2`: the same API, CTranslate2's translations and n-best."""
+    pytest.importorskip("ctranslate2")
+    ct2 = Translator.from_pretrained(shutil.copytree(transformer_dir, tmp_path / "model"), engine="ct2")
+    client = TestClient(create_app(ct2))
+    best = ct2.translate(["forty five"], beam=max(2, ct2.decode_cfg.beam), n_best=2)[0]
+    answer = translate(client, q=["forty five", "nine"], source="en", target="de").json()
+    assert answer == {"translatedText": own(ct2, ["forty five", "nine"])}
+    answer = translate(client, q="forty five", source="en", target="de", alternatives=1).json()
+    assert answer == {"translatedText": best.text, "alternatives": [t for t, _ in best.n_best[1:] if t != best.text]}
 
 
 def test_a_model_that_names_no_languages_says_so(translator):
