@@ -12,12 +12,15 @@ Heads are read teacher-forced on the reference, at word level (subword pieces me
 from "it" and cross-attention from the step that writes the pronoun hit when their largest weight is on the
 referent's English noun; decoder self-attention from that step hits on the referent's German article or noun
 (a key the step cannot see, as when the pronoun comes first, is a miss). Then a table of every head's share
-on each set, and the pronoun accuracy of each held-out construction.
+on each set; the share of whole translations equal to the reference; the pronoun accuracy and exact share of
+each held-out construction; and the pronoun accuracy on English of the task's words in patterns the generator
+never makes (beyond_generator).
 
     python bench/coreference.py --model DIR [--n 500]
 """
 
 import argparse
+import random
 import sys
 
 import numpy as np
@@ -82,13 +85,45 @@ def held_out_line(accuracy: float, shares: dict[str, np.ndarray]) -> str:
             f"{best_head(shares['encoder_self'])[2]:.3f}")
 
 
+def exact_share(outputs: list[str], items) -> float:
+    """How many translations equal the reference, whole."""
+    return float(np.mean([out == item.de for out, item in zip(outputs, items)]))
+
+
 def per_construction(outputs: list[str], items) -> list[str]:
-    """Pronoun accuracy of each construction, worst first."""
+    """Pronoun accuracy and exact share of each construction, worst pronoun accuracy first."""
     hits = {}
     for out, item in zip(outputs, items):
-        hits.setdefault(item.construction.name, []).append(pronoun_of(out) == item.pronoun)
-    ranked = sorted(hits.items(), key=lambda kv: (np.mean(kv[1]), kv[0]))
-    return [f"{np.mean(h):.3f}  ({len(h):>3})  {name}" for name, h in ranked]
+        hits.setdefault(item.construction.name, []).append((pronoun_of(out) == item.pronoun, out == item.de))
+    ranked = sorted(hits.items(), key=lambda kv: (np.mean([h[0] for h in kv[1]]), kv[0]))
+    return [f"{np.mean([h[0] for h in hits_]):.3f}  {np.mean([h[1] for h in hits_]):.3f}  ({len(hits_):>3})  {name}"
+            for name, hits_ in ranked]
+
+
+def beyond_generator(n: int, seed: int) -> dict[str, list[tuple[str, str]]]:
+    """English of the task's words in patterns the generator never makes, n sentences each: {pattern: [(English,
+    the German pronoun "it" needs)]}; the adjective decides the referent as in the task."""
+    from aiayn.data import coreference as task
+
+    rng = random.Random(seed)
+    sets = {"relative clauses on both nouns": [], "the because-clause between subject and verb": [],
+            "\"did not\" where training says \"didn't\"": []}
+    pairs = [(a, p) for a in task.AGENTS for p in task.PLACES if a[2] != p[2]]
+    verbs = [t for t in task.TEMPLATES if "didn't" in t.en]
+    for _ in range(n):
+        (agent, place), adjective = rng.choice(pairs), rng.choice(task.AGENT_ADJECTIVES + task.PLACE_ADJECTIVES)
+        template, degree = rng.choice(task.TEMPLATES), rng.choice(list(task.DEGREES))
+        pronoun = task.PRONOUN[agent[2] if adjective in task.AGENT_ADJECTIVES else place[2]]
+        because = f"because it was {degree} {adjective[0]}"
+        (person, other), verb, place_verb = rng.sample(task.PEOPLE, 2), rng.choice(task.AGENT_CLAUSE_VERBS), \
+            rng.choice(task.PLACE_CLAUSE_VERBS)
+        predicate = template.en.format(place=f"{place[0]} that the {other[0]} {place_verb[0]}")
+        both = f"The {agent[0]} that the {person[0]} {verb[0]} {predicate} {because}."
+        middle = f"The {agent[0]}, {because}, {template.en.format(place=place[0])}."
+        spelled = rng.choice(verbs).en.replace("didn't", "did not").format(place=place[0])
+        for name, english in zip(sets, (both, middle, f"The {agent[0]} {spelled} {because}.")):
+            sets[name].append((english, pronoun))
+    return sets
 
 
 def table(shares: dict[str, np.ndarray]) -> list[str]:
@@ -145,8 +180,14 @@ def main(argv=None) -> int:
         print(f"\n{len(items)} {name} sentences from {model_dir}; per head, how often the largest weight is on "
               f"the referent:")
         print("\n".join(table(kind_shares)))
-    print("\npronoun accuracy per held-out construction (sentences):")
+    print(f"\nwhole translations equal to the reference: test {exact_share(outputs, test):.3f}, held-out "
+          f"constructions {exact_share(held_outputs, held):.3f}")
+    print("\nper held-out construction: pronoun accuracy, exact translations (sentences):")
     print("\n".join(per_construction(held_outputs, held)))
+    print("\nEnglish outside the generator's constructions: pronoun accuracy (sentences):")
+    for name, pairs in beyond_generator(args.n // 2, seed=5).items():
+        texts = [t.text for t in translator.translate([english for english, _ in pairs], **overrides)]
+        print(f"{pronoun_accuracy(texts, [pronoun for _, pronoun in pairs]):.3f}  ({len(pairs):>3})  {name}")
     return 0
 
 

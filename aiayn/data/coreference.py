@@ -13,8 +13,9 @@ so). Two splits test generalization:
   in gender, so the pronoun tells whether "it" was resolved);
 - held_out: constructions that training never makes (HELD_OUT: the because-clause first in the passive
   voice, and a relative clause on the place with "so"), on any two nouns of differing gender. Each of their
-  parts is trained in other combinations, so every word and every German form is known; only the
-  combination is new.
+  parts is trained in other combinations, so every word is known; the combination is new, and so is one
+  German order: after a leading weil-clause the passive's "wurde" comes before its subject ("Weil es zu müde
+  war, wurde die Straße vom Tier nicht überquert"), where training has "wurde" only after it.
 
 German: nominative subject, the crossed thing in the case its verb or preposition governs (überqueren,
 über + accusative; vor, an + dative, an dem -> am; von dem -> vom), verb-final subordinate clauses ("weil er

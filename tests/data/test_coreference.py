@@ -247,7 +247,22 @@ def test_pronoun_accuracy_reads_the_word_after_weil():
 def test_per_construction_accuracy_ranks_the_worst_first():
     bench = _bench()
     passive, base = Construction(voice="passive"), Construction()
-    items = [SimpleNamespace(construction=c, pronoun="er") for c in (base, passive, passive)]
-    outputs = ["X, weil er müde war.", "X, weil sie müde war.", "X, weil er müde war."]
-    assert bench.per_construction(outputs, items) == ["0.500  (  2)  main-first passive, too",
-                                                      "1.000  (  1)  main-first active, too"]
+    items = [SimpleNamespace(construction=c, pronoun="er", de="X, weil er müde war.") for c in (base, passive, passive)]
+    outputs = ["Y, weil er müde war.", "X, weil sie müde war.", "X, weil er müde war."]
+    assert bench.per_construction(outputs, items) == ["0.500  0.500  (  2)  main-first passive, too",
+                                                      "1.000  0.000  (  1)  main-first active, too"]
+    assert bench.exact_share(outputs, items) == pytest.approx(1 / 3)
+
+
+def test_the_sentences_beyond_the_generator_are_labelled_by_their_adjective():
+    bench = _bench()
+    sets = bench.beyond_generator(40, seed=3)
+    agent_adjectives = {en for en, _ in AGENT_ADJECTIVES}
+    trained = {item.en for item in _items()["train"]}
+    for name, pairs in sets.items():
+        assert len(pairs) == 40, name
+        for english, pronoun in pairs:
+            words = _words(english)
+            kind = AGENTS if words[words.index("it") + 3] in agent_adjectives else PLACES
+            (referent,) = [noun for noun in kind if noun[0] in words]
+            assert pronoun == PRONOUN[referent[2]] and english not in trained, english
