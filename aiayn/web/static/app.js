@@ -2,20 +2,22 @@
 // from S alone, and redrawn (or cleared) whenever the sentence, kind, layer, head, view or query changes;
 // an answer that arrives after its question was replaced is dropped (S.gen; the step panel's key).
 import {api} from "./api.js";
-import {drawArch, drawFfn, drawPositions} from "./arch.js";
+import {drawArch, drawFfn, drawPositions, ffnStack} from "./arch.js";
 import {download} from "./download.js";
-import {applyLanguage, nth, t, toggleLanguage} from "./i18n.js";
+import {applyLanguage, nth, setLanguage, t, toggleLanguage} from "./i18n.js";
+import {renderLessons, wordIndex} from "./lessons.js";
+import {axesView} from "./matrix.js";
 import {renderInfo} from "./modelpanel.js";
 import {currentView, kindName, renderFocus, renderMaps, renderResult} from "./render.js";
 import {fillSearch, rankHeads, showRanking} from "./search.js";
-import {renderStep} from "./stepview.js";
+import {renderStep, stepKey} from "./stepview.js";
 import {readUrl, writeUrl} from "./url.js";
 import {warningText} from "./warnings.js";
 import {decoratePostedit, wirePostedit} from "./postedit.js";
 import {createTimeline} from "./timeline.js";
 
 const $ = id => document.getElementById(id);
-const KINDS = ["encoder_self", "decoder_self", "cross"];
+const KINDS = ["encoder_self", "decoder_self", "cross"], PARTS = ["pe", "ffn"];
 const S = {info: null, data: null, gen: 0, kind: "cross", layer: null, head: 0, words: false, align: false,
            scale: "global", numbers: false, lineHeads: [], query: null, preview: null, step: null, beam: null, text: "",
            target: "", pe: undefined, open: null, pending: null, prefix: ""};
@@ -30,7 +32,20 @@ function clearViews() {
   $("views").hidden = true; $("result").hidden = true; $("ready").hidden = false;
   for (const id of ["heatmap", "overview", "lines", "line-caption", "line-tops", "hover-view", "matrix-caption", "step",
                     "token-probs", "search-result", "nbest"]) $(id).replaceChildren();
-  $("lines").dataset.signature = ""; $("step").dataset.key = "";
+  $("lines").dataset.signature = ""; $("step").dataset.key = ""; $("experiment-note").hidden = true;
+}
+
+function placeModelPanel(results) {
+  // with a translation up, the model panel goes below the maps: the matrix starts in the first screen
+  if (results) $("views").after($("model-info"));
+  else $("work").before($("model-info"));
+}
+
+function clearSentence() {
+  // an empty input: no maps of the last sentence stay up, and the address no longer names it
+  S.gen++; S.text = ""; S.target = ""; S.prefix = "";
+  clearViews(); setBusy(false); placeModelPanel(false);
+  writeUrl(S, "", "");
 }
 
 function checkText(text, max) {
@@ -42,6 +57,7 @@ function checkText(text, max) {
 async function translate(restore = null, prefix = "") {
   const text = $("text").value, target = $("target").value, max = S.info ? S.info.max_text : 500;
   $("error").textContent = ""; $("warning").textContent = "";
+  if (!text.trim()) clearSentence();
   if (!checkText(text, max) || (target && !checkText(target, max))) return;
   const gen = ++S.gen, beam = $("beam").value.trim() === "" ? null : Number($("beam").value);
   clearViews();  // nothing of the previous sentence stays up while (or if) this one fails
@@ -55,6 +71,7 @@ async function translate(restore = null, prefix = "") {
     setupSelectors();
     $("warning").textContent = warningText(data.warnings, S.info);
     $("views").hidden = false; $("result").hidden = false; $("ready").hidden = true;
+    placeModelPanel(true);
     render();
     if (S.query !== null) selectQuery(S.query, false);
     if (!data.teacher_forced && !S.prefix) loadNbest(gen, text, beam);
@@ -88,6 +105,7 @@ function applyRestore(r) {
   S.words = r.words; $("words").checked = r.words;
   S.align = r.align;
   S.query = r.query;
+  if (PARTS.includes(r.open)) S.open = r.open;
 }
 
 function setBusy(busy) {
@@ -127,22 +145,44 @@ function render() {
   writeUrl(S, S.text, S.target);
 }
 
+function ffnWhere() {
+  // the FFN panel's row: the step view's (its stack, layer and token), or null while none is computed
+  if (S.query === null || !S.step || S.step.key !== stepKey(S)) return null;
+  const view = currentView(S), pieces = axesView(S.data, S.kind, false);
+  const r = pieces.rows[S.words ? view.qGroups[S.query][S.step.shown] : S.query];
+  return {stack: ffnStack(S.kind), layer: nth(S.layer), token: (r.label + " " + (r.sub || "")).trim()};
+}
+
+function drawOpen() {
+  $("pe-panel").hidden = S.open !== "pe"; $("ffn-panel").hidden = S.open !== "ffn";
+  if (S.open === "ffn") drawFfn($("ffn-body"), S.info, S.step && S.step.answer, ffnWhere());
+}
+
 function renderArch() {
   // the Transformer's figure, positions and FFN do not apply to one attention inside a recurrent decoder
   $("arch-panel").hidden = !S.info.multi_head;
   if (!S.info.multi_head) return;
   drawArch($("arch-map"), S, S.info, openPart);
-  if (S.open === "ffn") drawFfn($("ffn-body"), S.info, S.step && S.step.answer);
+  drawOpen();
 }
 
-function stepAnswered() { if (S.open === "ffn") drawFfn($("ffn-body"), S.info, S.step.answer); }
+function stepAnswered() { if (S.open === "ffn") drawOpen(); }
 
-async function openPart(part) {
+async function openPart(part, stack) {
   if (KINDS.includes(part)) { $("kind").value = part; changeKind(); return; }
+  if (part === "ffn" && stack !== ffnStack(S.kind)) {
+    // the other stack's FFN: the matrix shows that stack's attention, whose rows go through it
+    S.open = "ffn";
+    $("kind").value = stack === "encoder" ? "encoder_self" : ("cross" in S.data.maps ? "cross" : "decoder_self");
+    changeKind(); return;
+  }
   S.open = S.open === part ? null : part;
-  $("pe-panel").hidden = S.open !== "pe"; $("ffn-panel").hidden = S.open !== "ffn";
-  if (S.open === "ffn") drawFfn($("ffn-body"), S.info, S.step && S.step.answer);
-  if (S.open !== "pe") return;
+  renderArch();
+  writeUrl(S, S.text, S.target);
+  if (S.open === "pe") await showPositions();
+}
+
+async function showPositions() {
   if (S.pe === undefined) {
     try { S.pe = await api("/api/positions"); } catch (e) { $("pe-body").textContent = e.message; return; }
   }
@@ -209,6 +249,7 @@ function wireControls() {
   $("text").addEventListener("input", () => {
     const n = $("text").value.length, max = S.info ? S.info.max_text : 500;
     $("text-count").textContent = n > max ? t("err.long", {n, max}) : "";
+    if (!$("text").value.trim() && (S.data || S.text)) clearSentence();
   });
   $("kind").addEventListener("change", changeKind);
   for (const id of ["layer", "head"]) {
@@ -244,7 +285,8 @@ function wireMatrix() {
   heat.addEventListener("keydown", onMatrixKey);
   $("lang").addEventListener("click", () => {
     toggleLanguage();
-    if (S.info) renderInfo(S.info, useExample);
+    if (S.info) { renderInfo(S.info, useExample); renderLessons($("lessons"), S.info, runLesson); }
+    writeUrl(S, S.text, S.target);
     timeline.relabel();
     if (S.data) {
       setupSelectors(); render();
@@ -256,18 +298,46 @@ function wireMatrix() {
 
 function useExample(example) { $("text").value = example; $("target").value = ""; translate(); }
 
+async function runLesson(lesson) {
+  // translate the lesson's sentence in the encoder's word view, open the head that ranks first for it
+  $("text").value = lesson.sentence; $("target").value = "";
+  await translate({kind: "encoder_self", layer: null, head: null, words: true, align: false, query: null});
+  if (!S.data || S.text !== lesson.sentence || !("encoder_self" in S.data.maps)) return;
+  const view = currentView(S), labels = view.rows.map(r => r.label);
+  const q = wordIndex(labels, lesson.query), k = wordIndex(view.cols.map(c => c.label), lesson.key);
+  const note = $("experiment-note");
+  note.hidden = false;
+  if (q < 0 || k < 0) { note.textContent = t("exp.missing", {word: q < 0 ? lesson.query : lesson.key}); return; }
+  $("search-query").value = String(q); $("search-key").value = String(k);
+  searchHeads();
+  const best = rankHeads(S.data.maps[S.kind], view, q, k)[0];
+  note.textContent = t("exp.note", {query: labels[q], key: view.cols[k].label, layer: nth(best.layer),
+                                    head: nth(best.head), weight: best.weight.toFixed(2)});
+  $("matrix-panel").scrollIntoView({block: "start"});
+}
+
+function showHashPanel() {
+  // the panel the address names (#search-panel, …), once the maps are up
+  const panel = document.getElementById(decodeURIComponent(window.location.hash.slice(1)));
+  if (panel && $("views").contains(panel)) panel.scrollIntoView({block: "start"});
+}
+
 async function start() {
+  const restore = readUrl();
+  if (restore.lang) setLanguage(restore.lang);  // the address's language wins over the last one used
   applyLanguage();
   wireControls(); wireMatrix();
   wirePostedit(S, prefix => translate(null, prefix));
   try { S.info = await api("/api/info"); } catch (e) { showError(e.message); return; }
   renderInfo(S.info, useExample);
+  renderLessons($("lessons"), S.info, runLesson);
   timeline.start();
-  const restore = readUrl();
   $("beam").value = String(restore.beam || S.info.decode.beam);
   if (restore.text) {
     $("text").value = restore.text; $("target").value = restore.target;
-    translate(restore, restore.target ? "" : restore.prefix);
+    await translate(restore, restore.target ? "" : restore.prefix);
+    if (S.open === "pe") await showPositions();
+    showHashPanel();
   }
 }
 

@@ -183,8 +183,7 @@ export const TEXT_EN = {
   "step.rows": "one row per key in the table below (click a vector to unfold it).",
   "step.mask": "a masked key (padding, or the future in the decoder, §3.2.3) gets −∞, so exp(−∞) = 0.",
   "step.output": "Output of this head:", "step.masked": "masked", "step.key": "key", "step.source": "source",
-  "step.score_word": "score", "step.unscaled": "softmax(q·k), unscaled",
-  "step.saturation":
+  "step.score_word": "score", "step.saturation":
     "Without ÷ √dₖ the largest weight would be {unscaled}; with it, {scaled} (√dₖ = {sqrt}). Large dot " +
     "products push the softmax into saturation, where one key takes nearly everything and the gradients " +
     "vanish: the reason for the scaling (§3.2.1).",
@@ -227,5 +226,28 @@ export const TEXT_EN = {
   "warn.unknown_tag": "{tags}: not a tag of this model (it was trained with no such tag), so it steers nothing.",
   "warn.stopped_at_limit":
     "The translation stopped at the length limit before the model ended it (</s>): it may be cut off.",
-  top: "looks most at", lang: "한국어",
+  "hover.top": "{query} looks most at: {keys}",
+  "step.unscaled": "for comparison: softmax(q·k) without ÷ √dₖ",
+  "step.unscaled_title": "not the weight: what the softmax would give without the scaling",
+  "jump.label": "more views of this sentence", "jump.overview": "Every head ↓", "jump.lines": "Lines ↓",
+  "jump.search": "Which head does this? ↓", "jump.arch": "Where in the Transformer ↓",
+  "result.smoothing":
+    "Label smoothing ε = {eps} (§5.4): training aims the right token at 1 − ε + ε/V = {cap} (V = {V}), not 1, " +
+    "so about {pct}% means sure.",
+  "ffn.encoder": "encoder", "ffn.decoder": "decoder",
+  "ffn.where": "{stack} layer {layer}, sublayer {sub} of {n} (the FFN), token “{token}”",
+  "pe.axis_pos": "position →", "pe.axis_rows": "position ↓", "pe.axis_dim": "dimension →",
+  "pe.axis_i": "position i ↓", "pe.axis_j": "position j →",
+  "pe.curves": "Each dimension is a wave over the positions (dimension 2i: sin(pos / 10000^(2i/d)), 2i + 1: cos): " +
+    "low dimensions change fast, high ones slowly, so together they tell every position apart (§3.5).",
+  "pe.dim": "dimension {i}",
+  "exp.title": "One-click lessons:",
+  "exp.it_animal": "“it” → “animal” (too tired)", "exp.wide_street": "“it” → “street” (too wide)",
+  "exp.note":
+    "The head search ranked every encoder head by how much “{query}” looks at “{key}” in this one sentence: " +
+    "layer {layer}, head {head} wins with {weight}. One sentence is an anecdote: `python bench/coreference.py " +
+    "--model DIR` measures each head's share over 500 sentences, and the head that wins here is not always " +
+    "the one that is right most often.",
+  "exp.missing": "“{word}” is not a word of this translation's source: the lesson needs the sentence as written.",
+  lang: "한국어",
 };

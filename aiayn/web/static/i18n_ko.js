@@ -132,8 +132,7 @@ export const TEXT_KO = {
   "step.rows": "아래 표에 키마다 한 행 (벡터를 클릭하면 펼쳐집니다).",
   "step.mask": "마스킹된 키(패딩, 또는 디코더의 미래 위치, §3.2.3)는 −∞가 되어 exp(−∞) = 0입니다.",
   "step.output": "이 헤드의 출력:", "step.masked": "마스킹", "step.key": "키", "step.source": "소스",
-  "step.score_word": "스코어", "step.unscaled": "스케일링 없는 softmax(q·k)",
-  "step.saturation":
+  "step.score_word": "스코어", "step.saturation":
     "√dₖ로 나누지 않으면 가장 큰 가중치가 {unscaled}, 나누면 {scaled}입니다 (√dₖ = {sqrt}). 내적이 크면 소프트맥스가 포화되어 키 하나가 거의 전부를 " +
     "가져가고 기울기가 사라집니다. 이것이 스케일링을 하는 이유입니다 (§3.2.1).",
   "step.cross": "인코더–디코더 어텐션에서 x<sub>j</sub>는 소스 위치 j의 인코더 출력이고, q는 디코더에서 옵니다.",
@@ -165,10 +164,32 @@ export const TEXT_KO = {
   "warn.unknown_tag": "{tags}: 이 모델이 학습한 태그가 아닙니다. 번역 방향에 아무 영향이 없습니다.",
   "warn.stopped_at_limit": "모델이 문장을 끝내기(</s>) 전에 길이 제한에서 번역이 멈췄습니다. 잘린 번역일 수 있습니다.",
   "warn.diag_log_prob": "환각일 수 있습니다. 모델이 이 번역에 낮은 확률을 줍니다 (토큰당 평균 로그 확률 {value}, 기준 {threshold} 미만).",
+  "warn.diag_source_contribution": "환각일 수 있습니다. 번역이 원문보다 앞서 쓴 자기 단어에 기대어 쓰였습니다 (원문에서 온 몫 {value}, 기준 {threshold} 미만).",
   "warn.diag_eos_attention": "환각일 수 있습니다. 번역이 주로 원문의 끝(</s>)을 봅니다 (어텐션의 {value}, 기준 {threshold} 초과).",
   "warn.diag_uncovered_share": "원문 일부가 빠졌을 수 있습니다. 원문 단어의 {value}만큼이 어텐션을 거의 받지 못합니다 (기준 {threshold} 초과).",
   "warn.diag_repeat_run": "번역이 같은 구절을 {value}번 연달아 반복합니다 (기준 {threshold}번).",
   "warn.diag_source_copy": "번역이 원문을 그대로 베낀 것 같습니다 (100점 중 유사도 {value}, 기준 {threshold}).",
   "warn.diag_length_ratio": "번역 길이가 원문에 비해 이상합니다. 원문 단어당 번역 단어 {value}개 (보통 {low}~{high}).",
-  top: "가장 많이 보는 곳", lang: "English",
+  "hover.top": "{query} 행이 가장 많이 보는 곳: {keys}",
+  "step.unscaled": "비교용: √dₖ로 나누지 않은 softmax(q·k)",
+  "step.unscaled_title": "가중치가 아닙니다. 스케일링 없이 소프트맥스를 했다면 나왔을 값입니다",
+  "jump.label": "이 문장의 다른 보기", "jump.overview": "모든 헤드 ↓", "jump.lines": "선으로 보기 ↓",
+  "jump.search": "어느 헤드가 이걸 할까? ↓", "jump.arch": "트랜스포머 속 위치 ↓",
+  "result.smoothing":
+    "라벨 스무딩 ε = {eps} (§5.4): 학습이 정답 토큰에 1이 아니라 1 − ε + ε/V = {cap} (V = {V})를 목표로 하므로 " +
+    "{pct}% 안팎이면 확신입니다.",
+  "ffn.encoder": "인코더", "ffn.decoder": "디코더",
+  "ffn.where": "{stack} {layer}층, 서브층 {n}개 중 {sub}번째(FFN), 토큰 “{token}”",
+  "pe.axis_pos": "위치 →", "pe.axis_rows": "위치 ↓", "pe.axis_dim": "차원 →", "pe.axis_i": "위치 i ↓", "pe.axis_j": "위치 j →",
+  "pe.curves": "차원마다 위치를 따라 물결이 하나씩 있습니다 (차원 2i: sin(pos / 10000^(2i/d)), 2i + 1: cos). 낮은 차원은 빨리, " +
+    "높은 차원은 천천히 변해서, 이 물결들을 합치면 모든 위치가 서로 구별됩니다 (§3.5).",
+  "pe.dim": "차원 {i}",
+  "exp.title": "클릭 한 번으로 보는 실험:",
+  "exp.it_animal": "“it” → “animal” (too tired)", "exp.wide_street": "“it” → “street” (too wide)",
+  "exp.note":
+    "헤드 검색이 이 한 문장에서 “{query}”가 “{key}”를 얼마나 보는지로 인코더의 모든 헤드에 순위를 매겼습니다. {layer}층 헤드 {head}가 " +
+    "{weight}로 1위입니다. 문장 하나는 일화일 뿐입니다. `python bench/coreference.py --model DIR`는 문장 500개에서 헤드마다 맞힌 " +
+    "비율을 재며, 여기서 1위인 헤드가 가장 자주 맞히는 헤드라는 보장은 없습니다.",
+  "exp.missing": "“{word}”가 이 번역의 원문에 없습니다. 이 실험은 문장을 그대로 두어야 합니다.",
+  lang: "English",
 };

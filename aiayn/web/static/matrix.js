@@ -4,6 +4,38 @@
 import {esc, showPiece} from "./api.js";
 import {t} from "./i18n.js";
 
+const PUNCTUATION = /^[\p{P}\p{S}]+$/u;
+
+function pieceText(piece) { return piece.replace(/^▁/, ""); }
+
+export function splitPunctuation([words, groups], pieces) {
+  // a word's leading and trailing pieces that are punctuation only become words of their own ("tired." ->
+  // "tired", "."), as far as the tokenizer made them separate pieces; a word inside ("didn't") stays whole
+  const outWords = [], outGroups = [];
+  const push = group => {
+    outGroups.push(group);
+    outWords.push(group.map(i => pieceText(pieces[i])).join(""));
+  };
+  groups.forEach((group, w) => {
+    const punct = i => PUNCTUATION.test(pieceText(pieces[i]));
+    let a = 0, b = group.length;
+    while (a < b - 1 && punct(group[a])) a++;
+    while (b > a + 1 && punct(group[b - 1])) b--;
+    if (a === 0 && b === group.length) { outWords.push(words[w]); outGroups.push(group); return; }
+    if (a > 0) push(group.slice(0, a));
+    push(group.slice(a, b));
+    if (b < group.length) push(group.slice(b));
+  });
+  return [outWords, outGroups];
+}
+
+export function wordAxes(data) {
+  // the server's word groups of each side, punctuation split off
+  return {source: splitPunctuation(data.words.source, data.source_tokens),
+          target: splitPunctuation(data.words.target, data.target_tokens),
+          target_input: splitPunctuation(data.words.target_input, data.target_input_tokens)};
+}
+
 export function axesView(data, kind, words) {
   // rows: decoder kinds are labelled by the decoder INPUT token (where the query comes from) and the
   // token that step predicts; encoder rows by the source token.
@@ -16,9 +48,12 @@ export function axesView(data, kind, words) {
     return {rows, cols: keyTokens.map(p => ({label: showPiece(p)})),
             qGroups: rows.map((_, i) => [i]), kGroups: keyTokens.map((_, i) => [i]), kind, words};
   }
-  const [qWords, qGroups] = data.words[decoder ? "target" : "source"];
-  const [kWords, kGroups] = data.words[kind === "decoder_self" ? "target_input" : "source"];
-  const rows = qWords.map(w => decoder ? {label: "", sub: "→ " + w} : {label: w});
+  const axes = wordAxes(data);
+  const [qWords, qGroups] = axes[decoder ? "target" : "source"];
+  const [kWords, kGroups] = axes[kind === "decoder_self" ? "target_input" : "source"];
+  // a decoder word's row: its input is the word before it (the first: the start token), as in the piece view
+  const input = j => (j === 0 ? showPiece(data.target_input_tokens[0]) : qWords[j - 1]);
+  const rows = qWords.map((w, j) => decoder ? {label: input(j), sub: "→ " + w} : {label: w});
   return {rows, cols: kWords.map(w => ({label: w})), qGroups, kGroups, kind, words};
 }
 
@@ -61,13 +96,17 @@ export function viewMatrix(view, pieces) {
 }
 
 export function alignedCells(data, view) {
-  // the server's word links "i-j" (source word i, output word j) on the cross-attention's cells: cell
-  // (j, i) in the word view; in the piece view every cell of word j's pieces x word i's pieces, outlined
-  // as one box. -> Map "q,k" -> {link, edges: [top, right, bottom, left]}
+  // the server's word links "i-j" (source word i, output word j) on the cross-attention's cells: in the
+  // word view the cells of the shown words made of those words' pieces (punctuation split off: one or
+  // more), in the piece view every cell of word j's pieces x word i's pieces; each link outlined as one
+  // box. -> Map "q,k" -> {link, edges: [top, right, bottom, left]}
   const cells = new Map(), src = data.words.source[1], tgt = data.words.target[1];
+  const shown = (groups, pieces) => groups.map((g, w) => [w, g]).filter(([, g]) => g.some(p => pieces.includes(p)))
+    .map(([w]) => w);
   for (const link of data.alignment.links.split(" ").filter(Boolean)) {
     const [i, j] = link.split("-").map(Number);
-    const rows = view.words ? [j] : tgt[j], cols = view.words ? [i] : src[i];
+    const rows = view.words ? shown(view.qGroups, tgt[j]) : tgt[j];
+    const cols = view.words ? shown(view.kGroups, src[i]) : src[i];
     for (const q of rows) for (const k of cols) {
       cells.set(`${q},${k}`, {link, edges: [q === rows[0], k === cols.at(-1), q === rows.at(-1), k === cols[0]]});
     }

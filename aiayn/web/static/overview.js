@@ -88,7 +88,7 @@ function buildLines(view, handlers, boxWidth) {
   view.rows.forEach((r, q) => {
     const text = svg("text", {x: qx, y: 15 + q * LINE_STEP, "text-anchor": "end", class: "lq", tabindex: -1,
                               role: "button", "data-q": q});
-    text.textContent = clip(r.label ? `${r.label} ${r.sub || ""}`.trim() : r.sub, chars);
+    text.textContent = clip(r.label ? `${r.label} ${r.sub || ""}`.trim() : r.sub || "", chars);  // "": a lone ▁
     text.setAttribute("aria-label", text.textContent);
     text.addEventListener("mouseenter", () => handlers.preview(q));
     text.addEventListener("focus", () => handlers.preview(q));

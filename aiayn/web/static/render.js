@@ -1,7 +1,7 @@
 // Drawing every panel of the current view from the page's state S alone (owned by app.js, passed in).
 import {esc, showPiece} from "./api.js";
 import {lang, layerName, nth, t} from "./i18n.js";
-import {alignedCells, axesView, drawLegend, drawMatrix, pieceMatrix, topKeys, viewMatrix} from "./matrix.js";
+import {alignedCells, axesView, drawLegend, drawMatrix, pieceMatrix, topKeys, viewMatrix, wordAxes} from "./matrix.js";
 import {drawHeadChips, drawLines, drawOverview, headColour} from "./overview.js";
 
 const $ = id => document.getElementById(id);
@@ -20,7 +20,9 @@ export function which(S) {
 
 export function caption(S) {
   const forced = S.data.teacher_forced ? ` (${t("result.forced")})` : "";
-  return `${which(S)} · “${S.data.source_tokens.map(showPiece).join(" ")}” → “${S.data.translation}”${forced}`;
+  // the sentence as the matrix shows it: its words in the word view, else its pieces
+  const source = S.words ? wordAxes(S.data).source[0] : S.data.source_tokens.map(showPiece);
+  return `${which(S)} · “${source.join(" ")}” → “${S.data.translation}”${forced}`;
 }
 
 function alignLegend(S) {
@@ -75,7 +77,7 @@ export function renderFocus(S, handlers, view = currentView(S), matrix = current
   const row = q === null ? null : matrix[q];
   const r = q === null ? null : view.rows[q];
   $("hover-view").textContent = row
-    ? `${(r.label + " " + (r.sub || "")).trim()} ${t("top")}: ${topKeys(view, row, q).join(", ")}` : "";
+    ? t("hover.top", {query: (r.label + " " + (r.sub || "")).trim(), keys: topKeys(view, row, q).join(", ")}) : "";
   document.querySelectorAll("#heatmap tr.hl").forEach(tr => tr.classList.remove("hl"));
   if (q !== null) document.querySelector(`#heatmap tbody tr[data-q="${q}"]`)?.classList.add("hl");
   renderLines(S, handlers, view, matrix, q);
@@ -125,4 +127,15 @@ export function renderResult(S) {
     `${d.token_probs[i].toFixed(4)}">${esc(showPiece(p))}` +
     `<small>${(100 * d.token_probs[i]).toFixed(1)}%</small></span>`);
   $("token-probs").innerHTML = `<span class="note">${esc(t("result.probs"))}</span> ${probs.join(" ")}`;
+  smoothingNote($("smoothing-note"), S.info);
+}
+
+function smoothingNote(box, info) {
+  // label smoothing (§5.4) trains the right token towards 1 - eps + eps/V, not 1: a sure token shows about that
+  const eps = info.label_smoothing, V = info.tgt_vocab_size;
+  box.hidden = !(eps > 0);
+  if (box.hidden) return;
+  const cap = 1 - eps + eps / V;
+  box.textContent = t("result.smoothing", {eps, V: V.toLocaleString("en"), cap: cap.toFixed(4),
+                                           pct: (100 * cap).toFixed(1)});
 }

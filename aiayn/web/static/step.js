@@ -1,6 +1,8 @@
 // The step view: how one row of one head is computed. Transformer (§3.2.1-§3.2.3):
 // x -> q = x W^Q, K, V -> q.k -> / sqrt(d_k) -> mask (-inf) -> exp -> / sum -> weighted sum of V, with the
-// unscaled softmax(q.k) beside it (saturation), then the rest of the layer (layerstep.js).
+// unscaled softmax(q.k) after it as a marked comparison (saturation), then the rest of the layer (layerstep.js).
+// The table's columns follow the formula (q.k, / sqrt(d_k), exp, softmax): on a phone the weight is the
+// last column in view, the comparison comes after it.
 // RNN (Bahdanau / Luong): e^t = score(s_t, h_i) -> alpha^t = softmax(e^t) -> a_t -> tanh(W_c[a_t; s_t]) -> y^_t.
 import {esc, fmt, showPiece} from "./api.js";
 import {nth, t} from "./i18n.js";
@@ -14,9 +16,9 @@ function keyRow(s, i, key) {
   const w = s.weights[i], u = s.unscaled_weights[i], masked = !s.mask[i];
   return `<tr class="${masked ? "masked" : ""}" data-weight="${w}" data-unscaled="${u}" data-masked="${masked}">` +
     `<th scope="row">${esc(key)}</th><td>${fmt(s.dots[i])}</td>` +
-    `<td class="u" data-testid="step-unscaled-cell">${fmt(u)} ${bar(u)}</td>` +
     `<td>${masked ? `<span class="minf">−∞ (${esc(t("step.masked"))})</span>` : fmt(s.scores[i])}</td>` +
-    `<td>${fmt(s.exps[i], 4)}</td><td class="w">${fmt(w)}</td><td>${bar(w)}</td><td>${vec(s.keys[i], "k", 2)}</td>` +
+    `<td>${fmt(s.exps[i], 4)}</td><td class="w">${fmt(w)}</td><td>${bar(w)}</td>` +
+    `<td class="u cmp" data-testid="step-unscaled-cell">${fmt(u)} ${bar(u)}</td><td>${vec(s.keys[i], "k", 2)}</td>` +
     `<td>${vec(s.values[i], "v", 2)}</td><td>${vec(scaleVec(s.values[i], w), "softmax × v", 2)}</td></tr>`;
 }
 
@@ -44,8 +46,10 @@ export function transformerStep(s, keys, caption) {
 </ol>
 <p class="note" data-testid="step-unscaled">${esc(saturation(s))}</p>
 <div class="table-box"><table class="step" id="step-table">
-<thead><tr><th>${esc(t("step.key"))}</th><th>q·k</th><th>${esc(t("step.unscaled"))}</th><th>÷ √d<sub>k</sub></th>
-<th>exp</th><th>softmax</th><th></th><th>k</th><th>v</th><th>softmax × v</th></tr></thead>
+<thead><tr><th>${esc(t("step.key"))}</th><th>q·k</th><th>÷ √d<sub>k</sub></th>
+<th>exp</th><th class="w">softmax</th><th></th>
+<th class="cmp" title="${esc(t("step.unscaled_title"))}">${esc(t("step.unscaled"))}</th>
+<th>k</th><th>v</th><th>softmax × v</th></tr></thead>
 <tbody>${rows}</tbody></table></div>
 <p><b>${esc(t("step.output"))}</b> Σ softmax<sub>j</sub> · v<sub>j</sub> =
  <span id="step-output">${vec(s.output, "output")}</span></p>

@@ -10,7 +10,7 @@ import {pieceCaption, wordStep} from "./wordstep.js";
 
 const $ = id => document.getElementById(id);
 
-function stepKey(S) { return JSON.stringify([S.gen, S.kind, S.layer, S.head, S.words, S.query]); }
+export function stepKey(S) { return JSON.stringify([S.gen, S.kind, S.layer, S.head, S.words, S.query]); }
 
 function stepHtml(info, answer, keys, cap) {
   return info.multi_head ? transformerStep(answer, keys, cap) : rnnStep(answer, keys, cap);

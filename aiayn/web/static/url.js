@@ -1,6 +1,9 @@
 // The page's address restores a view: the sentence, the target (teacher forcing), the beam, the kind,
 // layer, head and query row (1-based, as the page shows them: q=2 is "row 2"), the word view, the
-// word-alignment overlay and a post-edit's prefix (the start of the translation a click on an alternative fixed).
+// word-alignment overlay, a post-edit's prefix (the start of the translation a click on an alternative fixed),
+// the page's language (lang=ko) and the open part of the Transformer's map (open=pe or open=ffn); the hash
+// names the panel in view (#search-panel) and is kept.
+import {lang} from "./i18n.js";
 
 export function readUrl() {
   const p = new URLSearchParams(window.location.search);
@@ -9,11 +12,21 @@ export function readUrl() {
   const index = name => (p.get(name) === "mean" ? "mean" : int(name, 1));
   return {text: p.get("text") || "", target: p.get("target") || "", beam: int("beam"), kind: p.get("kind"),
           layer: index("layer"), head: index("head"), query: int("q", 1), words: p.get("words") === "1",
-          align: p.get("align") === "1", prefix: p.get("prefix") || ""};
+          align: p.get("align") === "1", prefix: p.get("prefix") || "", lang: p.get("lang"), open: p.get("open")};
 }
 
 export function writeUrl(S, text, target) {
-  if (!S.data) return;
+  // no maps up: only the language changes (a sentence that failed to translate stays in the address)
+  const p = S.data ? sentenceParams(S, text, target) : new URLSearchParams(text ? window.location.search : "");
+  p.set("lang", lang());
+  if (S.data && S.open) p.set("open", S.open);
+  const url = `${window.location.pathname}?${p.toString()}${window.location.hash}`;
+  if (url !== window.location.pathname + window.location.search + window.location.hash) {
+    window.history.replaceState(null, "", url);
+  }
+}
+
+function sentenceParams(S, text, target) {
   const p = new URLSearchParams();
   p.set("text", text);
   if (target) p.set("target", target);
@@ -25,6 +38,5 @@ export function writeUrl(S, text, target) {
   if (S.words) p.set("words", "1");
   if (S.align) p.set("align", "1");
   if (S.query !== null) p.set("q", String(S.query + 1));
-  const url = `${window.location.pathname}?${p.toString()}`;
-  if (url !== window.location.pathname + window.location.search) window.history.replaceState(null, "", url);
+  return p;
 }

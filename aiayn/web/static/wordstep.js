@@ -10,7 +10,7 @@ import {bar} from "./vectors.js";
 function wordName(S, view) {
   // the word of the row: a source word, or the output word a decoder row predicts
   const r = view.rows[S.query];
-  return r.label || r.sub.replace(/^→ /, "");
+  return r.sub ? r.sub.replace(/^→ /, "") : r.label;
 }
 
 export function pieceCaption(S, view, query, q) {
