@@ -165,11 +165,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from aiayn.decoding.translator import Translator
+    from aiayn.errors import AiaynError
     from aiayn.run_dir import resolve_model_dir
 
-    model_dir = resolve_model_dir(args.model)
-    splits = _held_out(model_dir, args.n)
-    translator = Translator.from_pretrained(model_dir)
+    try:
+        model_dir = resolve_model_dir(args.model)
+        splits = _held_out(model_dir, args.n)
+        translator = Translator.from_pretrained(model_dir)
+    except AiaynError as err:
+        print(err, file=sys.stderr)
+        return 2
     overrides = {} if args.beam is None else {"beam": args.beam}
     test, held = splits["test"], splits["held_out"]
     outputs, shares = _score(translator, test, overrides)

@@ -266,3 +266,9 @@ def test_the_sentences_beyond_the_generator_are_labelled_by_their_adjective():
             kind = AGENTS if words[words.index("it") + 3] in agent_adjectives else PLACES
             (referent,) = [noun for noun in kind if noun[0] in words]
             assert pronoun == PRONOUN[referent[2]] and english not in trained, english
+
+
+def test_the_bench_refuses_a_missing_model_in_one_line(tmp_path, capsys):
+    assert _bench().main(["--model", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no such directory" in err and "\n" not in err
