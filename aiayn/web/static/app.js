@@ -8,7 +8,7 @@ import {applyLanguage, nth, setLanguage, t, toggleLanguage} from "./i18n.js";
 import {renderLessons, wordIndex} from "./lessons.js";
 import {axesView} from "./matrix.js";
 import {renderInfo} from "./modelpanel.js";
-import {currentView, kindName, renderFocus, renderMaps, renderResult} from "./render.js";
+import {currentView, kindName, renderFocus, renderMaps, renderResult, withCode} from "./render.js";
 import {fillSearch, rankHeads, showRanking} from "./search.js";
 import {renderStep, stepKey} from "./stepview.js";
 import {readUrl, writeUrl} from "./url.js";
@@ -311,8 +311,8 @@ async function runLesson(lesson) {
   $("search-query").value = String(q); $("search-key").value = String(k);
   searchHeads();
   const best = rankHeads(S.data.maps[S.kind], view, q, k)[0];
-  note.textContent = t("exp.note", {query: labels[q], key: view.cols[k].label, layer: nth(best.layer),
-                                    head: nth(best.head), weight: best.weight.toFixed(2)});
+  withCode(note, t("exp.note", {query: labels[q], key: view.cols[k].label, layer: nth(best.layer),
+                                 head: nth(best.head), weight: best.weight.toFixed(2)}));
   $("matrix-panel").scrollIntoView({block: "start"});
 }
 

@@ -187,9 +187,9 @@ export const TEXT_KO = {
   "exp.title": "클릭 한 번으로 보는 실험:",
   "exp.it_animal": "“it” → “animal” (too tired)", "exp.wide_street": "“it” → “street” (too wide)",
   "exp.note":
-    "헤드 검색이 이 한 문장에서 “{query}”가 “{key}”를 얼마나 보는지로 인코더의 모든 헤드에 순위를 매겼습니다. {layer}층 헤드 {head}가 " +
-    "{weight}로 1위입니다. 문장 하나는 일화일 뿐입니다. `python bench/coreference.py --model DIR`는 문장 500개에서 헤드마다 맞힌 " +
+    "헤드 검색이 이 한 문장의 “{query}” → “{key}” 가중치로 인코더의 모든 헤드에 순위를 매겼습니다. 1위는 {layer}층 헤드 {head}, " +
+    "가중치 {weight}입니다. 문장 하나는 일화일 뿐입니다. `python bench/coreference.py --model DIR` 명령은 문장 500개에서 헤드마다 맞힌 " +
     "비율을 재며, 여기서 1위인 헤드가 가장 자주 맞히는 헤드라는 보장은 없습니다.",
-  "exp.missing": "“{word}”가 이 번역의 원문에 없습니다. 이 실험은 문장을 그대로 두어야 합니다.",
+  "exp.missing": "이 번역의 원문에 없는 단어입니다: “{word}”. 이 실험은 문장을 그대로 두어야 합니다.",
   lang: "English",
 };

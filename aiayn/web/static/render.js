@@ -36,7 +36,7 @@ function alignLegend(S) {
   return parts.filter(Boolean).join(" ");
 }
 
-function withCode(box, text) {
+export function withCode(box, text) {
   // text whose `backquoted` parts are commands: each in a <code> that does not break (at 360 px the
   // legend broke "--alignment-head" after its "--")
   box.replaceChildren(...text.split("`").map((part, i) => {
