@@ -216,6 +216,7 @@ def test_ctranslate2_converter_output_translates_as_aiayn(trained, exported, tmp
     assert len({r.text for r in ours}) > 50  # the outputs depend on the source (the model has learnt)
 
 
+@pytest.mark.slow
 @torch.no_grad()
 def test_ctranslate2_converter_output_computes_aiayn_scores(tokenizer, tmp_path):
     """On an untrained model too (whose outputs run to the length limit): the converter's model scores a
