@@ -228,3 +228,23 @@ def test_coreference_model_offers_it_animal_in_one_click(browser, server, lang):
     assert "500" in note and "bench/coreference.py" in note, note
     page.screenshot(path=str(ARTIFACTS / f"web_lesson_{lang}.png"))
     assert not page.errors
+
+
+def test_vectors_are_drawn_as_strips_beside_their_numbers(browser, server):
+    page = open_page(browser, server, 390, 844, "en")
+    translate_here(page)
+    page.click("#heatmap button.q >> nth=1")
+    page.wait_for_selector("#step-table")
+    strips = page.eval_on_selector_all("#step .vec", """vs => vs.map(v => {
+        const s = v.querySelector('.strip'), values = JSON.parse(v.dataset.values);
+        const stops = [...getComputedStyle(s).backgroundImage.matchAll(/rgba?\\(([^)]*)\\)/g)].map(m => m[1]);
+        return [values, Number(s.dataset.n), stops];
+    })""")
+    assert len(strips) > 10
+    for values, n, stops in strips:
+        stops = stops[::2]  # the browser writes a cell's colour at both its edges
+        assert n == len(values) and len(stops) == len(values)
+        top = max(range(n), key=lambda i: abs(values[i]))  # the largest |value| is the darkest cell, in its sign
+        red, _, _, *alpha = (float(x) for x in stops[top].split(","))
+        assert (red > 200) == (values[top] < 0) and (not alpha or alpha[0] > 0.99)
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth") and not page.errors
