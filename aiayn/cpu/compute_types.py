@@ -79,9 +79,10 @@ def bfloat16_project(x_rows: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
 
 def int8_project(x_rows: torch.Tensor, weight: tuple[torch.Tensor, torch.Tensor],
                  bias: torch.Tensor | None) -> torch.Tensor:
-    # 9 small operations around the product, not 11: at 4 rows (beam 4, batch 1) they cost more than it
+    # few small operations around the product: at 4 rows (beam 4, batch 1) they cost more than it. The row
+    # maxima as abs().amax, not vector_norm(ord=inf): 24 against 486 us for (1280, 128), one thread
     quantized_t, w_scale = weight
-    x_scale = torch.linalg.vector_norm(x_rows, ord=float("inf"), dim=1, keepdim=True).clamp_min_(1e-12).div_(127.0)
+    x_scale = x_rows.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12).div_(127.0)
     x_q = (x_rows / x_scale).round_().to(torch.int8)  # (R, in)
     out = torch._int_mm(x_q, quantized_t).mul(w_scale)  # int32 x float32 scales -> (R, out) float32
     return out.mul_(x_scale) if bias is None else torch.addcmul(bias, out, x_scale)
