@@ -116,9 +116,11 @@ def injected(translator, sources: list[str], clean, thresholds: Thresholds, seed
     hallucinated, left = [], list(range(len(sources)))
     for attempt in range(TRIES):  # Lee et al.: a rare word at the start; another where the first did nothing
         perturbed = [f"{rare[(i + attempt * 17) % len(rare)]} {sources[i]}" for i in left]
-        outputs = translate_diagnosed(translator, perturbed, thresholds=thresholds)
+        outputs = translator.translate(perturbed)  # without maps: only the hits are diagnosed, below
         found = [chrf(r.text, clean[i].text) < HALLUCINATION_CHRF for i, r in zip(left, outputs)]
-        hallucinated += [r.diagnostics for r, hit in zip(outputs, found) if hit]
+        hits = [p for p, hit in zip(perturbed, found) if hit]
+        hallucinated += [r.diagnostics for r in translate_diagnosed(translator, hits, thresholds=thresholds)] \
+            if hits else []
         left = [i for i, hit in zip(left, found) if not hit]
 
     def forced(pairs):

@@ -42,14 +42,20 @@ def flags_under(diagnostics: dict, thresholds: Thresholds) -> list[str]:
 
 def diagnose(evidence: Evidence, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict:
     """-> {"flags": [codes], "signals": {name: {"value", "threshold", "rule", "flag", "flagged"}},
-    "uncovered_words": [...]}. A signal whose evidence is missing (source_contribution without source_shares)
-    is left out."""
+    "uncovered_words": [...]}, and where the evidence has source shares "source_contribution" (the signal's
+    value) and "token_source_contribution" (one share per output token, </s> left out). A signal whose
+    evidence is missing (source_contribution without source_shares) is left out."""
     measured = {s: s.measure(evidence) for s in SIGNALS}
     signals = {s.name: _report(value, _threshold(thresholds, s.name), s.rule, s.flag)
                for s, value in measured.items() if value is not None}
     fired = {s["flag"] for s in signals.values() if s["flagged"]}
     words = attention_signals(evidence.cross, evidence.src_tokens, evidence.tgt_tokens)[2]
-    return {"flags": [f for f in FLAGS if f in fired], "signals": signals, "uncovered_words": words}
+    found = {"flags": [f for f in FLAGS if f in fired], "signals": signals, "uncovered_words": words}
+    if evidence.source_shares is not None:  # a token under 0.5 comes mostly from the target prefix
+        found["source_contribution"] = signals["source_contribution"]["value"]
+        found["token_source_contribution"] = [round(float(x), 4)
+                                              for x in evidence.source_shares[: len(evidence.tgt_tokens)]]
+    return found
 
 
 def no_diagnostics() -> dict:

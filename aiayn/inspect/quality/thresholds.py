@@ -8,7 +8,9 @@ most 4% of val (0.7% for that model). The test split is kept for the reported fi
 false flags on clean outputs), so no threshold saw the data it is judged on. The few fixed rules
 (COVERAGE_MASS, UNKNOWN_SHARE, REPEAT_NGRAM_MAX) come from the literature or from the page's existing
 warning, and say so. A model far from that one (another language pair, domain or size) should re-run the
-script on its own validation data and pass its own Thresholds.
+script on its own validation data and pass its own Thresholds. source_contribution's default comes from the
+same rule on a smaller Multi30k de->en model (4+4 layers, d_model 128: its 0.8% tail of val), measured after
+the others.
 """
 
 from dataclasses import dataclass
@@ -42,7 +44,7 @@ class Thresholds:
     unknown_share: unknown_input when more than this share of the source's pieces is <unk> or bytes."""
 
     log_prob: float = -1.19
-    source_contribution: float = 0.0
+    source_contribution: float = 0.42
     eos_attention: float = 0.16
     uncovered_share: float = 0.25
     repeat_run: int = 3

@@ -199,7 +199,8 @@ def test_evaluate_counts_each_flag(transformer_dir, tmp_path, capsys):
 def test_rest_diagnostics_field(transformer_dir):
     client = TestClient(create_app(Translator.from_pretrained(transformer_dir)))
     body = client.post("/api/translate", json={"text": "forty five", "beam": 2, "diagnostics": True}).json()
-    assert set(body["diagnostics"]) == {"flags", "signals", "uncovered_words"} and "maps" in body
+    assert set(body["diagnostics"]) == {"flags", "signals", "uncovered_words", "source_contribution",
+                                        "token_source_contribution"} and "maps" in body
     fired = [name for name, s in body["diagnostics"]["signals"].items() if s["flagged"] and name in PAGE_WORDS]
     assert [w["code"] for w in body["warnings"] if w["code"].startswith("diag_")] == [f"diag_{n}" for n in fired]
     assert all(w["words"] == PAGE_WORDS[w["code"][5:]] for w in body["warnings"] if w["code"].startswith("diag_"))

@@ -21,9 +21,12 @@ def test_the_signal_is_the_mean_share_and_fires_when_low():
     found = diagnose(clean(source_shares=shares), Thresholds(source_contribution=0.3))
     assert found["signals"]["source_contribution"]["value"] == pytest.approx(0.55)
     assert found["flags"] == []
+    assert found["source_contribution"] == pytest.approx(0.55)
+    assert found["token_source_contribution"] == [0.7, 0.6, 0.5]  # one per output token, </s> left out
     low = diagnose(clean(source_shares=shares * 0.2), Thresholds(source_contribution=0.3))
     assert low["signals"]["source_contribution"]["flagged"] and low["flags"] == ["hallucination"]
-    assert "source_contribution" not in diagnose(clean(source_shares=None))["signals"]  # not measured: left out
+    unmeasured = diagnose(clean(source_shares=None))  # not measured: left out, not 0
+    assert "source_contribution" not in unmeasured["signals"] and "token_source_contribution" not in unmeasured
 
 
 def test_shares_are_the_rollouts_source_columns_of_the_forced_output():
