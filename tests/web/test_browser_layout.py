@@ -2,10 +2,12 @@
 tests/web/test_browser.py): the matrix in the first screen after translating, the step view beside it on a
 wide screen, the step table in the formula's order, the FFN and positional-encoding panels, the word view's
 rows and caption, the label-smoothing note, the address that keeps the language and the open panel, an
-empty input that clears the maps, and the one-click lessons of the coreference model. Both languages."""
+empty input that clears the maps, the one-click lessons of the coreference model, vectors as coloured strips
+and one head's score matrix through scale, mask and softmax. Both languages where words are shown."""
 
 import re
 
+import numpy as np
 import pytest
 
 from tests.web import test_browser as shared
@@ -248,3 +250,35 @@ def test_vectors_are_drawn_as_strips_beside_their_numbers(browser, server):
         red, _, _, *alpha = (float(x) for x in stops[top].split(","))
         assert (red > 200) == (values[top] < 0) and (not alpha or alpha[0] > 0.99)
     assert page.evaluate("document.documentElement.scrollWidth <= innerWidth") and not page.errors
+
+
+def test_score_matrix_goes_through_scale_mask_and_softmax_to_the_matrix(browser, server):
+    page = open_page(browser, server, 1280, 800, "en")
+    translate_here(page)
+    page.select_option("#kind", "decoder_self")
+    page.click("[data-testid=scores-go]")
+    page.wait_for_selector("#scores-map table[data-stage=dots]", timeout=30000)
+
+    def stage(n):
+        page.evaluate(f"(() => {{ const s = document.getElementById('scores-slider'); s.value = '{n}'; "
+                      "s.dispatchEvent(new Event('input')); })()")
+        cells = page.eval_on_selector_all("#scores-map td.cell", "cs => cs.map(c => [Number(c.dataset.value), "
+                                          "c.classList.contains('masked')])")
+        return np.array([v for v, _ in cells]), np.array([m for _, m in cells])
+
+    dots, _ = stage(0)
+    scaled, _ = stage(1)
+    d_k = page.evaluate("fetch('/api/info').then(r => r.json())")["d_k"]
+    np.testing.assert_allclose(scaled, dots / np.sqrt(d_k), rtol=1e-6)
+    masked, hatched = stage(2)
+    n = int(np.sqrt(len(masked)))
+    future = np.triu(np.ones((n, n), bool), 1).ravel()  # decoder self-attention: the keys after the query
+    assert (hatched == future).all() and np.isneginf(masked[future]).all()
+    weights, _ = stage(3)
+    np.testing.assert_allclose(weights, heat_values(page), atol=6e-4)  # the softmax is the matrix above
+    np.testing.assert_allclose(weights.reshape(n, n).sum(1), 1, atol=1e-4)
+    assert not page.errors
+
+
+def heat_values(page):
+    return np.array(page.eval_on_selector_all("#heatmap td.cell", "cs => cs.map(c => Number(c.dataset.value))"))

@@ -10,6 +10,7 @@ import {axesView} from "./matrix.js";
 import {renderInfo} from "./modelpanel.js";
 import {currentView, kindName, renderFocus, renderMaps, renderResult, withCode} from "./render.js";
 import {fillSearch, rankHeads, showRanking} from "./search.js";
+import {createScores} from "./scores.js";
 import {renderStep, stepKey} from "./stepview.js";
 import {readUrl, writeUrl} from "./url.js";
 import {warningText} from "./warnings.js";
@@ -21,7 +22,7 @@ const KINDS = ["encoder_self", "decoder_self", "cross"], PARTS = ["pe", "ffn"];
 const S = {info: null, data: null, gen: 0, kind: "cross", layer: null, head: 0, words: false, align: false,
            scale: "global", numbers: false, lineHeads: [], query: null, preview: null, step: null, beam: null, text: "",
            target: "", pe: undefined, open: null, pending: null, prefix: ""};
-const timeline = createTimeline();
+const timeline = createTimeline(), scores = createScores();
 const handlers = {pickHead, toggleLineHead, previewQuery, select: q => selectQuery(q, false)};
 
 function showError(message) { $("error").textContent = message; }
@@ -31,7 +32,7 @@ function clearViews() {
   $("translation").textContent = "";
   $("views").hidden = true; $("result").hidden = true; $("ready").hidden = false;
   for (const id of ["heatmap", "overview", "lines", "line-caption", "line-tops", "hover-view", "matrix-caption", "step",
-                    "token-probs", "search-result", "nbest"]) $(id).replaceChildren();
+                    "token-probs", "search-result", "nbest", "scores-body"]) $(id).replaceChildren();
   $("lines").dataset.signature = ""; $("step").dataset.key = ""; $("experiment-note").hidden = true;
 }
 
@@ -141,6 +142,8 @@ function render() {
   const view = renderMaps(S, handlers);
   fillSearch($("search-panel"), view);
   renderArch();
+  $("scores-panel").hidden = !S.info.multi_head;  // a recurrent decoder's scores have no q, k and √dₖ
+  scores.render(S);
   renderStep(S, view, false, stepAnswered);
   writeUrl(S, S.text, S.target);
 }

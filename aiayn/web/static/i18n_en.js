@@ -241,6 +241,18 @@ export const TEXT_EN = {
   "pe.curves": "Each dimension is a wave over the positions (dimension 2i: sin(pos / 10000^(2i/d)), 2i + 1: cos): " +
     "low dimensions change fast, high ones slowly, so together they tell every position apart (§3.5).",
   "pe.dim": "dimension {i}",
+  "jump.scores": "Scores → weights ↓",
+  "scores.title": "From scores to weights",
+  "scores.explain":
+    "One head's whole score matrix, a stage at a time (§3.2.1): the dot products q·kᵀ, divided by √dₖ, masked " +
+    "(−∞ where a query may not look) and the softmax of each row, which is the matrix above. Rows and columns " +
+    "are pieces.",
+  "scores.go": "Compute every row of {which}", "scores.loading": "row {n} of {of}…", "scores.play": "Play",
+  "scores.stage": "stage",
+  "scores.dots": "1. q·kᵀ: the raw dot products (blue positive, red negative)",
+  "scores.scaled": "2. ÷ √dₖ = {sqrt}: the same pattern, smaller numbers",
+  "scores.masked": "3. The mask: a key the query may not see gets −∞ (hatched)",
+  "scores.weights": "4. The softmax of each row: the attention weights, each row summing to 1",
   "exp.title": "One-click lessons:",
   "exp.it_animal": "“it” → “animal” (too tired)", "exp.wide_street": "“it” → “street” (too wide)",
   "exp.note":

@@ -184,6 +184,17 @@ export const TEXT_KO = {
   "pe.curves": "차원마다 위치를 따라 물결이 하나씩 있습니다 (차원 2i: sin(pos / 10000^(2i/d)), 2i + 1: cos). 낮은 차원은 빨리, " +
     "높은 차원은 천천히 변해서, 이 물결들을 합치면 모든 위치가 서로 구별됩니다 (§3.5).",
   "pe.dim": "차원 {i}",
+  "jump.scores": "스코어 → 가중치 ↓",
+  "scores.title": "스코어에서 가중치까지",
+  "scores.explain":
+    "헤드 하나의 스코어 행렬 전체를 단계별로 봅니다 (§3.2.1). 내적 q·kᵀ, √dₖ로 나눈 값, 마스킹(쿼리가 볼 수 없는 칸은 −∞), " +
+    "그리고 행마다 취한 소프트맥스이며, 마지막 단계가 위의 행렬입니다. 행과 열은 조각(piece) 단위입니다.",
+  "scores.go": "{which}: 모든 행 계산하기", "scores.loading": "{of}행 중 {n}행…", "scores.play": "재생",
+  "scores.stage": "단계",
+  "scores.dots": "1. q·kᵀ: 내적 그대로 (파랑은 양수, 빨강은 음수)",
+  "scores.scaled": "2. ÷ √dₖ = {sqrt}: 모양은 같고 숫자만 작아집니다",
+  "scores.masked": "3. 마스크: 쿼리가 볼 수 없는 키는 −∞ (빗금)",
+  "scores.weights": "4. 행마다 소프트맥스: 어텐션 가중치, 각 행의 합은 1",
   "exp.title": "클릭 한 번으로 보는 실험:",
   "exp.it_animal": "“it” → “animal” (too tired)", "exp.wide_street": "“it” → “street” (too wide)",
   "exp.note":
