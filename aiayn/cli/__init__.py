@@ -15,7 +15,8 @@ import threading
 from aiayn import __version__
 
 # modules of aiayn.cli
-COMMAND_GROUPS = ("train", "translate", "score", "models", "attention", "serve", "heads", "audit", "onnx_export")
+COMMAND_GROUPS = ("train", "translate", "score", "models", "attention", "serve", "heads", "audit", "onnx_export",
+                  "export_site")
 
 
 class Parser(argparse.ArgumentParser):

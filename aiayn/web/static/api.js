@@ -1,7 +1,9 @@
-// Requests to the server, with every failure turned into a sentence a person can read: the server's
-// coded error in the page's language (its English message when the page has no words for the code), a
-// summary of a validation error (never echoing the input), or a word about the network.
+// Requests to the server (on the static explorer, to the model in the browser: static_mode.js), with every
+// failure turned into a sentence a person can read: the server's coded error in the page's language (its
+// English message when the page has no words for the code), a summary of a validation error (never echoing
+// the input), or a word about the network.
 import {has, t} from "./i18n.js";
+import {staticApi, staticConfig} from "./static_mode.js";
 
 export class ApiError extends Error {}
 
@@ -20,6 +22,9 @@ function readableError(status, payload) {
 }
 
 export async function api(path, body) {
+  if (staticConfig()) {  // the static explorer: no server, the model runs in the browser (static_mode.js)
+    try { return await staticApi(path, body); } catch (e) { throw new ApiError(e.message); }
+  }
   let response;
   try {
     response = await fetch(path, body === undefined ? {} : {

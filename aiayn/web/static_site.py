@@ -1,0 +1,140 @@
+"""The static explorer (`aiayn export-site`): the explorer page as a folder any file server can serve, with no
+aiayn server behind it. The model runs in the browser: its `aiayn export-onnx` graphs on onnxruntime-web
+(WebAssembly) and its SentencePiece model on sentencepiece-js, both copied from the npm packages
+package.json names. Layout of OUT:
+
+    index.html       the served page, its paths made relative and a <meta name="aiayn-static"> naming static.json
+    static.json      {"static": true, "model": "model/", "runtime": the npm packages' versions}
+    static/          the page's modules and style (static_mode.js answers the page's requests)
+    model/           the export-onnx directory, plus info.json and positions.json (what /api/info and
+                     /api/positions answer for it) and pieces.json (every id's subword, both vocabularies)
+    vendor/          onnxruntime-web's WebAssembly build, and sentencepiece-js wrapped as an ES module
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+from aiayn.errors import AiaynError
+
+STATIC = Path(__file__).parent / "static"
+PAGE_TYPES = (".js", ".css")
+META = '<meta name="aiayn-static" content="static.json">'
+ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
+PACKAGES = ("onnxruntime-web", "@agnai/sentencepiece-js")
+
+
+def package_dirs(node_modules: Path) -> dict[str, Path]:
+    """{npm package: its folder}, or one line naming what is missing and how to install it."""
+    dirs = {name: node_modules / name for name in PACKAGES}
+    missing = [name for name, d in dirs.items() if not (d / "package.json").is_file()]
+    if missing:
+        raise AiaynError(f"--node-modules {node_modules}: no {', '.join(missing)} there; run `npm ci` in aiayn's "
+                         f"repository (package.json names them), or pass the node_modules folder that has them")
+    return dirs
+
+
+def _version(package: Path) -> str:
+    return str(json.loads((package / "package.json").read_text(encoding="utf-8"))["version"])
+
+
+def sentencepiece_module(index_js: str) -> str:
+    """sentencepiece-js's CommonJS build as an ES module a browser imports: `require("fs")` answered from
+    memory (its load() reads the model by path), and loadTokenizer(bytes) -> a loaded SentencePieceProcessor.
+    Its WebAssembly is inline (a data: URL), so the module is one file."""
+    return (
+        "// sentencepiece-js (Apache-2.0, LICENSE beside this file) wrapped by aiayn export-site as an ES module\n"
+        "const files = new Map();\n"
+        "const require = name => {\n"
+        "  if (name === 'fs') return {readFileSync: path => files.get(path)};\n"
+        "  throw new Error('sentencepiece-js asked for ' + name + ', which a browser has not');\n"
+        "};\n"
+        "const exports = {};\n"
+        + index_js +
+        "\nexport async function loadTokenizer(bytes) {\n"
+        "  files.set('tokenizer.model', bytes);\n"
+        "  const processor = new exports.SentencePieceProcessor();\n"
+        "  await processor.load('tokenizer.model');\n"
+        "  files.delete('tokenizer.model');\n"
+        "  return processor;\n"
+        "}\n")
+
+
+def write_vendor(packages: dict[str, Path], out: Path) -> dict[str, str]:
+    """The browser runtime into out/ -> {package: version}."""
+    out.mkdir()
+    ort = packages["onnxruntime-web"]
+    for name in ORT_FILES:
+        shutil.copyfile(ort / "dist" / name, out / name)
+    sp = packages["@agnai/sentencepiece-js"]
+    (out / "sentencepiece.mjs").write_text(sentencepiece_module((sp / "dist" / "index.js").read_text(encoding="utf-8")),
+                                           encoding="utf-8")
+    shutil.copyfile(sp / "LICENSE", out / "LICENSE.sentencepiece-js")
+    versions = {name: _version(d) for name, d in packages.items()}
+    (out / "README.md").write_text(
+        "The browser runtime of this static explorer, copied from npm: onnxruntime-web "
+        f"{versions['onnxruntime-web']} (MIT; its dist/ files) and @agnai/sentencepiece-js "
+        f"{versions['@agnai/sentencepiece-js']} (Apache-2.0, LICENSE.sentencepiece-js; wrapped as an ES module).\n",
+        encoding="utf-8")
+    return versions
+
+
+def write_page(out: Path) -> None:
+    """index.html (relative paths: the site may live in a sub-folder; the static-mode meta) and static/."""
+    (out / "static").mkdir()
+    for path in sorted(STATIC.iterdir()):
+        if path.suffix in PAGE_TYPES:
+            shutil.copyfile(path, out / "static" / path.name)
+    html = (STATIC / "index.html").read_text(encoding="utf-8")
+    if '"/static/' not in html or '<meta charset="utf-8">' not in html:
+        raise AiaynError(f"{STATIC / 'index.html'}: no /static/ paths or no <meta charset> to place the "
+                         f"static mode after; the page changed: update aiayn/web/static_site.py")
+    html = html.replace('"/static/', '"static/').replace('<meta charset="utf-8">', f'<meta charset="utf-8">\n{META}', 1)
+    (out / "index.html").write_text(html, encoding="utf-8")
+
+
+def write_model_facts(model_dir: Path, out: Path) -> None:
+    """info.json, positions.json and pieces.json of the model into out/ (an export-onnx directory)."""
+    from aiayn.decoding.translator import Translator
+    from aiayn.web.info import model_info
+    from aiayn.web.limits import MAX_SOURCE_TOKENS, MAX_TEXT
+    from aiayn.web.positions import positions_panel
+
+    translator = Translator.from_pretrained(model_dir)
+    info = model_info(translator, MAX_SOURCE_TOKENS, MAX_TEXT)
+    # the browser translates greedily: the page starts from beam 1, whatever the model's own setting
+    info = {**info, "engine": "onnxruntime-web", "decode": {**info["decode"], "beam": 1}}
+    tok = translator.tokenizer
+    pieces = {"source": tok.source_id_to_piece(list(range(tok.src_vocab_size))),
+              "target": tok.id_to_piece(list(range(tok.tgt_vocab_size)))}
+    for name, value in (("info.json", info), ("positions.json", positions_panel(translator.model)),
+                        ("pieces.json", pieces)):
+        (out / name).write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
+
+
+def export_site(model_dir: str | Path, out: str | Path, node_modules: str | Path = "node_modules",
+                force: bool = False) -> Path:
+    """Write the static explorer of one model into OUT (new or empty, or with force an earlier export-site)."""
+    from aiayn.checkpoint import EXPORT_MARKER, check_output_dir
+    from aiayn.interop.onnx_export import export_onnx
+    from aiayn.io import atomic_dir
+    from aiayn.run_dir import resolve_model_dir
+
+    packages = package_dirs(Path(node_modules))
+    source = resolve_model_dir(model_dir)
+    check_output_dir(out, "export-site", force, inputs=[model_dir, source])
+    with atomic_dir(out) as tmp:
+        export_onnx(source, tmp / "model")
+        facts = json.loads((tmp / "model" / "model.json").read_text(encoding="utf-8"))
+        if facts["tokenizer"]["kind"] != "sentencepiece":
+            raise AiaynError(f"--model {model_dir}: its tokenizer is a Marian pair of vocabularies; the static "
+                             f"explorer runs one SentencePiece model (an aiayn-trained model)")
+        write_model_facts(source, tmp / "model")
+        runtime = write_vendor(packages, tmp / "vendor")
+        write_page(tmp)
+        config = {"static": True, "model": "model/", "runtime": runtime}
+        (tmp / "static.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        marker = {"output": "export-site", "model": str(source.resolve()),
+                  "files": sorted(p.name for p in tmp.iterdir()) + [EXPORT_MARKER]}
+        (tmp / EXPORT_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+    return Path(out)
