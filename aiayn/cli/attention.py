@@ -23,14 +23,23 @@ def add_parsers(sub) -> None:
 
 
 def cmd_attention(args) -> int:
+    from aiayn.cli.common import check_before_loading
+    from aiayn.decoding.options import DecodeOptions
     from aiayn.decoding.translator import Translator
     from aiayn.inspect.maps.capture import capture
     from aiayn.inspect.maps.files import write_maps
-
-    translator = Translator.from_pretrained(args.model)
-    translator.resolve(beam=args.beam)
     from aiayn.io import check_output_file
 
+    # what needs no model first: the output path, the beam and --layer/--head against config.yaml
+    check_output_file(args.out, model_dirs=[args.model])
+    cfg = check_before_loading(args, DecodeOptions(beam=args.beam), [args.sentence], paths=[args.model])
+    if cfg.model.multi_head:  # an RNN's one map per kind: write_maps names what it has
+        shapes = [cfg.model.attention_shape(kind) for kind in ("encoder_self", "decoder_self", "cross")
+                  if args.kind in (kind, "all")]
+        _index(args.layer, "layer", [s[0] for s in shapes])
+        _index(args.head, "head", [s[1] for s in shapes])
+    translator = Translator.from_pretrained(args.model)
+    translator.resolve(beam=args.beam)
     check_output_file(args.out, model_dirs=[args.model, translator.model_dir])
     maps = capture(translator, args.sentence, args.target, beam=args.beam, merge_words=args.merge_words)
     if maps.truncated:

@@ -75,6 +75,52 @@ def add_models(p) -> None:
                    "model, > 0, normalized to sum to 1 (default: equal weights)")
 
 
+def model_configs(paths) -> list:
+    """Each model's config.yaml (--model: a checkpoint or run directory), read without loading the model."""
+    from aiayn.checkpoint import load_config_file
+    from aiayn.run_dir import resolve_model_dir
+
+    return [load_config_file(resolve_model_dir(p)) for p in paths]
+
+
+def check_before_loading(args, options, lines: list[str] | None = None, paths=None, configs=None):
+    """What needs only the models' config.yaml, refused before a model is loaded or compiled (seconds; with
+    --compile a minute and more): the options against the model (DecodeOptions.for_model: the beam against
+    its vocabulary, lengths against its positions; the loaded model checks them again), and the search's
+    memory by a lower bound: each word of `lines` (the input, when read already; else one sentence of one
+    word) is at least one subword. paths: the models (default --model), or their configs (model_configs).
+    Returns the first model's config."""
+    from aiayn.decoding.registry import capabilities_of
+
+    configs = configs or model_configs(paths or args.model)
+    first = configs[0]
+    positions = min(c.model.max_positions or 1024 for c in configs)  # Translator.max_positions' rule
+    resolved = options.for_model(first.decode, vocab_size=first.model.tgt_vocab_size, max_positions=positions,
+                                 capabilities=capabilities_of(getattr(args, "engine", "native")))
+    _check_memory_lower_bound(first, resolved, lines, positions)  # the first model's alone: a lower bound
+    return first
+
+
+def _check_memory_lower_bound(cfg, options, lines, positions: int) -> None:
+    """The search's cache and scores (aiayn.data.memory_budget.check_decoding) for two batches some input
+    surely has: its longest sentence alone, and a full batch of its shortest (tokens: words + </s>)."""
+    from aiayn.data.memory_budget import check_decoding
+
+    words = sorted(len(line.split()) + 1 for line in (lines if lines is not None else ["x"]) if line.strip())
+    if not words:
+        return
+    beam = 1 if options.sampling is not None else options.beam
+    full = min(options.batch_size, len(words))
+    if options.max_tokens is not None:
+        full = max(1, min(full, options.max_tokens // words[0]))
+    for sentences, source in ((1, min(words[-1], positions)), (full, min(words[0], positions))):
+        output = max(min(options.max_output_len, int(source * cfg.decode.max_len_a + cfg.decode.max_len_b)),
+                     options.min_length + 1)
+        check_decoding(multi_head=cfg.model.multi_head, layers=cfg.model.n_decoder_layers,
+                       d_model=cfg.model.d_model, vocab_size=cfg.model.tgt_vocab_size, beam=beam,
+                       sentences=sentences, source_len=source, output_len=output)
+
+
 def load_translator(args, path, weights=None):
     """path: a model directory, or a list of them (one: that model; several: an ensemble with `weights`)."""
     from aiayn.decoding.translator import Translator

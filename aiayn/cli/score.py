@@ -40,7 +40,7 @@ def cmd_score(args) -> int:
     from aiayn.data.corpus import read_lines
     from aiayn.decoding.options import DecodeOptions
     from aiayn.errors import AiaynError
-    from aiayn.io import write_output_file
+    from aiayn.io import check_output_file, write_output_file
 
     options = DecodeOptions(alpha=args.alpha, length_penalty_form=args.length_penalty_form,
                             batch_size=args.batch_size, max_tokens=args.max_tokens)  # checked before loading
@@ -48,6 +48,8 @@ def cmd_score(args) -> int:
     if len(sources) != len(targets):
         raise AiaynError(f"--src {args.src} has {len(sources)} lines but --tgt {args.tgt} has {len(targets)}: give "
                          f"one translation per source line")
+    if args.output:  # before a model is loaded
+        check_output_file(args.output, inputs=[args.src, args.tgt], model_dirs=[*args.model])
     translator = load_translator(args, args.model, args.weights)
     scores = translator.score(sources, targets, options)
     text = "".join(render(s, args.format) + "\n" for s in scores)

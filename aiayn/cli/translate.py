@@ -10,7 +10,9 @@ from aiayn.cli.common import (
     add_engine,
     add_models,
     add_search,
+    check_before_loading,
     load_translator,
+    model_configs,
     resolve_options,
     warn_input,
     warn_truncated,
@@ -128,14 +130,21 @@ def cmd_translate(args) -> int:
     from aiayn.decoding.options import options_from_args
     from aiayn.errors import AiaynError
     from aiayn.inspect.quality.diagnostics import translate_diagnosed
-    from aiayn.io import write_output_file
+    from aiayn.io import check_output_file, write_output_file
 
     options = options_from_args(args)  # option clashes first: before a model is loaded (or exported)
     _check_translate_flags(args, options)
+    configs = model_configs(args.model)  # a wrong --model first, then the files
     constraints = _read_constraints(args.constraints) if args.constraints else None
     prefixes = read_lines(args.target_prefix, allow_empty=True) if args.target_prefix else None
-    # with --compile a bad file fails before the model compiles (tens of seconds); else after a bad model
-    lines = read_lines(args.input, allow_empty=True) if args.input and args.compile else None
+    # the input file, its companions' line counts and the output path before a model loads (or compiles)
+    lines = read_lines(args.input, allow_empty=True) if args.input else None
+    if lines is not None:
+        _check_line_counts(args, lines, prefixes, constraints)
+    if args.output:
+        check_output_file(args.output, inputs=[args.input, args.target_prefix, args.constraints],
+                          model_dirs=args.model)
+    check_before_loading(args, options, lines, configs=configs)
     translator = load_translator(args, args.model, args.weights)
     options = resolve_options(translator, options)  # before reading stdin
     alignment_of = heads.alignment_function(args, translator)
@@ -164,12 +173,7 @@ def cmd_translate(args) -> int:
         if lines is None:  # an empty input, file or stdin alike, is an empty output
             lines = read_lines(args.input, allow_empty=True) if args.input else \
                 list(iter_stream_lines(sys.stdin.buffer))
-        if prefixes is not None and len(prefixes) != len(lines):
-            raise AiaynError(f"--target-prefix {args.target_prefix} has {len(prefixes)} lines for "
-                             f"{len(lines)} input lines: give one line per input line (a blank one: no prefix)")
-        if constraints is not None and len(constraints) != len(lines):
-            raise AiaynError(f"--constraints {args.constraints} has {len(constraints)} lines for {len(lines)} input "
-                             f"lines: give one line per input line (a blank one: no constraints)")
+        _check_line_counts(args, lines, prefixes, constraints)
         results = decode(lines) if lines else []
         warn_truncated(results, args.input or "<stdin>")
         warn_input(translator, lines, results, args.input or "<stdin>")
@@ -181,6 +185,18 @@ def cmd_translate(args) -> int:
             sys.stdout.write(text)
         return 0
     return _interactive(translator, decode, render)
+
+
+def _check_line_counts(args, lines: list[str], prefixes, constraints) -> None:
+    """--target-prefix and --constraints: one line per input line."""
+    from aiayn.errors import AiaynError
+
+    if prefixes is not None and len(prefixes) != len(lines):
+        raise AiaynError(f"--target-prefix {args.target_prefix} has {len(prefixes)} lines for "
+                         f"{len(lines)} input lines: give one line per input line (a blank one: no prefix)")
+    if constraints is not None and len(constraints) != len(lines):
+        raise AiaynError(f"--constraints {args.constraints} has {len(constraints)} lines for {len(lines)} input "
+                         f"lines: give one line per input line (a blank one: no constraints)")
 
 
 def _check_translate_flags(args, options) -> None:
@@ -200,6 +216,8 @@ def _check_translate_flags(args, options) -> None:
                          "constraints, only a target prefix")
     if args.constraints is not None and args.diagnostics:
         raise AiaynError("--diagnostics reads the maps of an unconstrained search: drop --constraints or --diagnostics")
+    if args.alignment_head and not args.alignment:
+        raise AiaynError("--alignment-head chooses where --alignment's links come from: add --alignment")
     if args.alignment and args.n_best != 1:
         raise AiaynError(f"--alignment comes from the best hypothesis's attention: use it with --n-best 1, "
                          f"not {args.n_best}")
@@ -290,7 +308,7 @@ def cmd_evaluate(args) -> int:
     from aiayn.decoding.registry import capabilities_of
     from aiayn.evaluation import as_dicts, check_bootstrap, compare_systems, evaluate_corpus, load_test_set
     from aiayn.inspect.quality.diagnostics import flag_counts, translate_diagnosed
-    from aiayn.io import write_output_file
+    from aiayn.io import check_output_file, write_output_file
 
     check_bootstrap(args.bootstrap)  # before minutes of translation
     _check_diagnostics(args)
@@ -298,6 +316,11 @@ def cmd_evaluate(args) -> int:
     options.check_engine(capabilities_of(args.engine))  # before the test set is read or a model loaded
     sources, refs = load_test_set(src=args.src, ref=args.ref, dataset=args.dataset, pair=args.pair, split=args.split,
                                   data_dir=args.data_dir)
+    if args.hyp_out:
+        check_output_file(args.hyp_out, inputs=[args.src, args.ref], model_dirs=[*args.model, args.compare])
+    check_before_loading(args, options, sources)
+    if args.compare:  # loaded after the first model's translations: checked before them
+        check_before_loading(args, options, sources, paths=[args.compare])
     translator = load_translator(args, args.model, args.weights)
     options = resolve_options(translator, options)
     start = time.perf_counter()

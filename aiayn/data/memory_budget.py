@@ -119,3 +119,41 @@ def check_training_sizes(*, parameters: int, layers: int, d_model: int, tgt_voca
         advice = f"give train.max_tokens under {(allowed - 16 * parameters) // per_token:,}"
     check_fits(f"train.max_tokens={max_tokens}: a batch of {human_count(tokens)} tokens would need at least "
                f"its activations", 16 * parameters + tokens * per_token, advice)
+
+
+def decoding_bytes(*, multi_head: bool, layers: int, d_model: int, vocab_size: int, rows: int, sentences: int,
+                   source_len: int, output_len: int, bytes_per_value: int = 4) -> int:
+    """The peak of one batch's search, at its last step: rows = sentences x beam hypotheses. Transformer:
+    every decoder layer's self-attention K and V for each row and output position (one layer more: the
+    layer's cache is copied as it grows by a position), the cross-attention K and V per sentence and source
+    position, and the step's scores over the target vocabulary (logits, log-probs, the candidates' sums:
+    3 x rows x V). RNN: each layer's hidden and cell state per row, and the encoder outputs with their
+    score-side form per row and source position."""
+    if multi_head:
+        states = (layers + 1) * 2 * rows * output_len * d_model + layers * 2 * sentences * source_len * d_model
+    else:
+        states = layers * 2 * rows * d_model + 2 * rows * source_len * d_model
+    return bytes_per_value * (states + 3 * rows * vocab_size)
+
+
+def check_decoding(*, multi_head: bool, layers: int, d_model: int, vocab_size: int, beam: int, sentences: int,
+                   source_len: int, output_len: int, parallel: int = 1) -> None:
+    """A search whose cache and scores would not fit in free memory, refused before it starts: one line naming
+    beam, the sentences of a batch and the output length, the size it would take and the largest beam that
+    fits.
+    parallel: batches decoded at once (worker processes), each with its own."""
+    def need(k: int) -> int:
+        return parallel * decoding_bytes(multi_head=multi_head, layers=layers, d_model=d_model,
+                                         vocab_size=vocab_size, rows=sentences * k, sentences=sentences,
+                                         source_len=source_len, output_len=output_len)
+
+    allowed = budget()
+    if allowed is None or need(beam) <= allowed:
+        return
+    fits = max((k for k in (beam // 2 ** i for i in range(1, 40)) if k >= 1 and need(k) <= allowed), default=0)
+    advice = (f"lower beam (a beam of {fits} fits){' or batch_size' if sentences > 1 else ''}" if fits else
+              "lower batch_size (or max_tokens)" if sentences > 1 else "give a shorter input or a smaller model")
+    where = f" in each of {parallel} workers" if parallel > 1 else ""
+    batch = f"{sentences} sentences in a batch" if sentences > 1 else "1 sentence"
+    check_fits(f"beam={beam} x {batch} x {output_len} output tokens: the search would hold its cache and "
+               f"scores{where}", need(beam), advice)

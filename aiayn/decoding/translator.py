@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from aiayn.cpu import prepare_for_cpu, set_compute_type
+from aiayn.data.memory_budget import check_decoding
 from aiayn.decoding.batches import encode_sources, max_positions, pad_batch
 from aiayn.decoding.beam import SearchParams
 from aiayn.decoding.beam_trace import BeamTrace, trace_search
@@ -212,6 +213,7 @@ class Translator:
             raise AiaynError("sampling draws one translation per sentence: drop target_prefix")
         prepared = self.prepare(sentences)
         results, filled, sources = prepared.results, prepared.filled, prepared.sources
+        self.check_memory(options, sources)
         prefixes = self._prefix_ids(target_prefix, filled, options.max_output_len)
         wanted = self._constraint_ids(constraints, filled, prefixes, options.max_output_len)
         for i, hyps in enumerate(self._search(options, sources, prefixes, wanted)):
@@ -244,6 +246,22 @@ class Translator:
         src = pad_batch(sources, self.tokenizer.pad_id, self.device)
         return trace_search(self.model, src, self._search_params(options, None), prefix[0],
                             wanted[0] if wanted else [], self.tokenizer)
+
+    def check_memory(self, options: DecodeOptions, sources: list[list[int]]) -> None:
+        """The search's cache and scores against free memory (aiayn.data.memory_budget.check_decoding), before
+        any batch is decoded: an upper bound, a full batch (batch_size sentences) of the longest source with
+        its output length limit; options: resolved (self.resolve)."""
+        if not sources:
+            return
+        cfg, members = self.decode_cfg, [m.config for m in getattr(self.model, "members", [self.model])]
+        longest = max(len(s) for s in sources)
+        output = max(min(options.max_output_len, int(longest * cfg.max_len_a + cfg.max_len_b)), options.min_length + 1)
+        parallel = 1 if options.return_attention or options.sampling is not None else self.parallel_batches
+        check_decoding(multi_head=members[0].multi_head, layers=sum(m.n_decoder_layers for m in members),
+                       d_model=max(m.d_model for m in members), vocab_size=self.tokenizer.tgt_vocab_size,
+                       beam=1 if options.sampling is not None else options.beam,
+                       sentences=min(options.batch_size, len(sources)), source_len=longest, output_len=output,
+                       parallel=parallel)
 
     def check_constraints(self, sentences: list[str], constraints, target_prefix, options: DecodeOptions) -> None:
         """The checks translate() makes of constraints, before any search (the server makes them before it

@@ -398,7 +398,7 @@ def test_interactive_translate_says_how_to_end(transformer_dir, capsys, monkeypa
     assert code == 0 and "loaded" in output and "Ctrl-D" in output
 
 
-def test_debug_shows_the_traceback_and_bugs_are_not_hidden(tmp_path, monkeypatch):
+def test_debug_shows_the_traceback_and_bugs_are_not_hidden(tmp_path, monkeypatch, transformer_dir):
     from aiayn.checkpoint import CheckpointError
     from aiayn.decoding.translator import Translator
 
@@ -410,7 +410,7 @@ def test_debug_shows_the_traceback_and_bugs_are_not_hidden(tmp_path, monkeypatch
 
     monkeypatch.setattr(Translator, "from_pretrained", bug)
     with pytest.raises(ZeroDivisionError):
-        main(["translate", "--model", str(tmp_path)])
+        main(["translate", "--model", str(transformer_dir)])
 
 
 def test_train_says_why_it_stopped_and_names_only_existing_directories(trained_run, tmp_path, capsys):
