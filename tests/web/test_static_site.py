@@ -1,0 +1,147 @@
+"""The static explorer (`aiayn export-site`) in a real browser, served by `python -m http.server` with no aiayn
+server anywhere: its translations equal aiayn's greedy ones token for token, and the cross-attention maps it
+draws (every layer and head) equal aiayn's within 1e-4; a given target's maps equal `aiayn attention
+--target`'s; what needs the server says so.
+
+Needs Chromium (as tests/web/test_browser.py finds it), onnx, and the npm packages onnxruntime-web and
+@agnai/sentencepiece-js in the repository's node_modules (or the folder AIAYN_NODE_MODULES names, as
+tests/interop/test_onnx_web.py); skipped without them."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.model_helpers import model_dir
+from tests.paths import REPO
+from tests.serving import free_port
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+NODE_MODULES = Path(os.environ.get("AIAYN_NODE_MODULES", REPO / "node_modules"))
+PACKAGES = ("onnxruntime-web", "@agnai/sentencepiece-js")
+SENTENCES = ["forty five", "three hundred twelve", "nine thousand one"]
+TOL = 1e-4
+pytestmark = pytest.mark.slow  # a browser, a file server and an ONNX export
+
+if not Path(CHROMIUM).exists() and not os.environ.get("AIAYN_REQUIRE_BROWSER"):
+    pytest.skip("no Chromium here (apt-get install chromium); CI installs it", allow_module_level=True)
+if not all((NODE_MODULES / name / "package.json").is_file() for name in PACKAGES):
+    pytest.skip(f"needs the npm packages {', '.join(PACKAGES)} in {NODE_MODULES} (npm ci)", allow_module_level=True)
+pytest.importorskip("onnx")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory, tokenizer):
+    return model_dir(tmp_path_factory.mktemp("static") / "model", tokenizer, "tiny")
+
+
+@pytest.fixture(scope="module")
+def site_url(model, tmp_path_factory):
+    """The site on loopback, served by Python's plain file server."""
+    from aiayn.web.static_site import export_site
+
+    site = export_site(model, tmp_path_factory.mktemp("site") / "site", node_modules=NODE_MODULES)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                               "--directory", str(site)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                server.kill()
+                raise
+            time.sleep(0.1)
+    yield url
+    server.terminate()
+    server.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    errors, requests = [], []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.on("request", lambda request: requests.append(request.url))
+    yield page
+    page.close()
+    assert not errors, f"script errors on the page: {errors}"
+    assert not [u for u in requests if "/api/" in u], "the static page asked a server"
+
+
+def translate(page, url, text, target=""):
+    page.goto(url)
+    page.wait_for_selector("[data-testid=model-info] dd")
+    page.fill("#text", text)
+    page.fill("#target", target)
+    page.click("#translate")
+    page.wait_for_selector("#heatmap td.cell", timeout=60000)
+
+
+def drawn(page, kind, layer, head) -> np.ndarray:
+    """The heatmap's weights (piece view) of one kind, layer and head, 0-based, as the page draws them."""
+    page.select_option("#kind", kind)
+    page.select_option("#layer", str(layer + 1))
+    page.select_option("#head", str(head + 1))
+    rows = page.eval_on_selector_all("#heatmap tbody tr", "trs => trs.map(tr => Array.from("
+                                     "tr.querySelectorAll('td.cell'), c => Number(c.dataset.value)))")
+    return np.array(rows)
+
+
+def test_static_site_translates_and_draws_aiayns_cross_attention(page, site_url, model):
+    from aiayn.decoding.translator import Translator
+
+    expected = Translator.from_pretrained(model).translate(SENTENCES, beam=1, return_attention=True)
+    for sentence, ours in zip(SENTENCES, expected):
+        translate(page, site_url, sentence)
+        assert page.text_content("#translation") == ours.text, sentence
+        cross = ours.attention["cross"]  # (L, H, T, S)
+        for layer in range(cross.shape[0]):
+            for head in range(cross.shape[1]):
+                got = drawn(page, "cross", layer, head)
+                assert got.shape == cross[layer, head].shape, (sentence, layer, head)
+                assert np.abs(got - cross[layer, head]).max() < TOL, (sentence, layer, head)
+
+
+def test_static_site_draws_a_given_targets_maps_as_aiayn_attention_target(page, site_url, model):
+    from aiayn.decoding.translator import Translator
+    from aiayn.inspect.maps.capture import capture
+
+    text, target = "forty five thousand", "fünf und vierzig tausend"
+    maps = capture(Translator.from_pretrained(model), text, target=target)
+    translate(page, site_url, text, target)
+    for kind in ("encoder_self", "decoder_self", "cross"):
+        last = maps.maps[kind].shape[0] - 1
+        assert np.abs(drawn(page, kind, last, 1) - maps.maps[kind][last, 1]).max() < TOL, kind
+
+
+@pytest.mark.parametrize("lang, words", [("en", "the server"), ("ko", "서버")])
+def test_static_site_says_the_step_view_needs_the_server(page, site_url, lang, words):
+    page.goto(site_url)
+    page.evaluate(f"localStorage.setItem('aiayn-lang', '{lang}')")
+    translate(page, site_url, SENTENCES[0])
+    assert words in page.text_content("[data-testid=static-note]")
+    page.click("#heatmap button.q[data-q='0']")
+    page.wait_for_selector("#step .error")
+    assert words in page.text_content("#step .error")
