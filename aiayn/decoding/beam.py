@@ -115,6 +115,18 @@ class _Search:
 
 NEG_INF = float("-inf")
 BLOCK = 128  # columns per block of the candidate search
+MIN_BLOCKS = 8  # blocks of a row below which every sum is ranked (a vocabulary under 8 x BLOCK)
+
+
+def eager_candidates(log_probs: torch.Tensor, scores: torch.Tensor, n: int):
+    """top_candidates, or where its block search has fewer blocks than candidates to pick (n > G x blocks:
+    a wide beam at a step of few rows, e.g. beam 40 on a 10,000-piece vocabulary at the first step) every
+    sum ranked. Outside traced code: the branch is on sizes the compiled step takes as dynamic."""
+    B, G, V = log_probs.shape
+    if V >= MIN_BLOCKS * BLOCK and n > G * -(-V // BLOCK):
+        values, index = (scores[:, :, None] + log_probs).view(B, G * V).topk(n, dim=1)
+        return values, index // V, index % V
+    return top_candidates(log_probs, scores, n)
 
 
 def top_candidates(log_probs: torch.Tensor, scores: torch.Tensor, n: int):
@@ -128,7 +140,7 @@ def top_candidates(log_probs: torch.Tensor, scores: torch.Tensor, n: int):
     against 1.2 ms a call (whole searches at batch 64 were within the noise). No branch
     depends on the values: aiayn.decoding.compiled traces it into its compiled step."""
     B, G, V = log_probs.shape
-    if V < 8 * BLOCK:  # a small vocabulary: rank every sum
+    if V < MIN_BLOCKS * BLOCK:  # a small vocabulary: rank every sum
         values, index = (scores[:, :, None] + log_probs).view(B, G * V).topk(n, dim=1)
         return values, index // V, index % V
     rows = log_probs.view(B * G, V)
@@ -183,7 +195,8 @@ def beam_search(model, src: torch.Tensor, params: SearchParams, prefixes: list[l
         if params.deadline is not None and time.monotonic() > params.deadline:
             raise BudgetExceeded(f"decoding stopped after {t} steps: over its time budget")
         n = 2 * params.beam
-        if step_candidates is not None and not params.return_attention and not _controls_at(t, search, params):
+        if step_candidates is not None and not params.return_attention and not _controls_at(t, search, params) \
+                and n <= MIN_BLOCKS * search.scores.size(1):  # else too few blocks for top_candidates: see there
             # the model finds the candidates itself (aiayn.decoding.compiled: inside its compiled step)
             candidates, state = step_candidates(tokens, state, search.scores, n, (params.pad_id, params.bos_id))
         else:
@@ -191,7 +204,7 @@ def beam_search(model, src: torch.Tensor, params: SearchParams, prefixes: list[l
             log_probs = _restrict(forbid_specials(log_probs, params.pad_id, params.bos_id), search, t, params)
             if maps is not None:
                 search.attn.append(maps)
-            candidates = top_candidates(log_probs.view(*search.scores.shape, -1), search.scores, n)
+            candidates = eager_candidates(log_probs.view(*search.scores.shape, -1), search.scores, n)
             if search.constraints is not None:
                 candidates = (*candidates, gather_extras(search.constraints, log_probs, search.scores))
         tokens, rows, sentences = _advance(search, candidates, t, params, finished)
