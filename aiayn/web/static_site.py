@@ -102,8 +102,7 @@ def write_model_facts(model_dir: Path, out: Path) -> None:
 
     translator = Translator.from_pretrained(model_dir)
     info = model_info(translator, MAX_SOURCE_TOKENS, MAX_TEXT)
-    # the browser translates greedily: the page starts from beam 1, whatever the model's own setting
-    info = {**info, "engine": "onnxruntime-web", "decode": {**info["decode"], "beam": 1}}
+    info = {**info, "engine": "onnxruntime-web"}
     tok = translator.tokenizer
     pieces = {"source": tok.source_id_to_piece(list(range(tok.src_vocab_size))),
               "target": tok.id_to_piece(list(range(tok.tgt_vocab_size)))}

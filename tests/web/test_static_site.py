@@ -1,7 +1,7 @@
 """The static explorer (`aiayn export-site`) in a real browser, served by `python -m http.server` with no aiayn
-server anywhere: its translations equal aiayn's greedy ones token for token, and the cross-attention maps it
-draws (every layer and head) equal aiayn's within 1e-4; a given target's maps equal `aiayn attention
---target`'s; what needs the server says so.
+server anywhere: its translations equal aiayn's (greedy and beam search), with their scores and the beam's
+n-best list, and the cross-attention maps it draws (every layer and head) equal aiayn's within 1e-4; a given
+target's maps equal `aiayn attention --target`'s; what needs the server says so.
 
 Needs Chromium (as tests/web/test_browser.py finds it), onnx, and the npm packages onnxruntime-web and
 @agnai/sentencepiece-js in the repository's node_modules (or the folder AIAYN_NODE_MODULES names, as
@@ -90,11 +90,13 @@ def page(browser):
     assert not [u for u in requests if "/api/" in u], "the static page asked a server"
 
 
-def translate(page, url, text, target=""):
+def translate(page, url, text, target="", beam=None):
     page.goto(url)
     page.wait_for_selector("[data-testid=model-info] dd")
     page.fill("#text", text)
     page.fill("#target", target)
+    if beam is not None:
+        page.fill("#beam", str(beam))
     page.click("#translate")
     page.wait_for_selector("#heatmap td.cell", timeout=60000)
 
@@ -109,19 +111,26 @@ def drawn(page, kind, layer, head) -> np.ndarray:
     return np.array(rows)
 
 
-def test_static_site_translates_and_draws_aiayns_cross_attention(page, site_url, model):
+@pytest.mark.parametrize("beam", [1, 4])
+def test_static_site_translates_and_draws_aiayns_cross_attention(page, site_url, model, beam):
     from aiayn.decoding.translator import Translator
 
-    expected = Translator.from_pretrained(model).translate(SENTENCES, beam=1, return_attention=True)
+    translator = Translator.from_pretrained(model)
+    expected = translator.translate(SENTENCES, beam=beam, return_attention=True, n_best=beam)
     for sentence, ours in zip(SENTENCES, expected):
-        translate(page, site_url, sentence)
+        translate(page, site_url, sentence, beam=beam)
         assert page.text_content("#translation") == ours.text, sentence
+        assert f"{ours.score:.3f}" in page.text_content("#result-kind"), sentence
         cross = ours.attention["cross"]  # (L, H, T, S)
         for layer in range(cross.shape[0]):
             for head in range(cross.shape[1]):
                 got = drawn(page, "cross", layer, head)
                 assert got.shape == cross[layer, head].shape, (sentence, layer, head)
                 assert np.abs(got - cross[layer, head]).max() < TOL, (sentence, layer, head)
+        if beam > 1:  # the beam's other candidates, best first, with their scores
+            page.wait_for_selector("#nbest li", state="attached")
+            listed = page.eval_on_selector_all("#nbest button.hyp", "bs => bs.map(b => b.textContent)")
+            assert listed == [f"{text} ({score:.3f})" for text, score in ours.n_best], sentence
 
 
 def test_static_site_draws_a_given_targets_maps_as_aiayn_attention_target(page, site_url, model):

@@ -1,7 +1,7 @@
 // The model in the browser (the static explorer): the `aiayn export-onnx` graphs run by onnxruntime-web's
 // WebAssembly backend, the tokenizer by SentencePiece compiled to WebAssembly, both bundled in the site's
-// vendor/ folder. Answers what /api/translate answers for the page's maps request, from greedy search or
-// from a given target (teacher forcing): the same fields, the maps as float32 arrays (not rounded).
+// vendor/ folder. Answers what /api/translate answers for the page's maps request, from aiayn's beam search
+// (beam 1: greedy) or a given target (teacher forcing): the same fields, the maps as float32 (not rounded).
 // Shapes: S source length with </s>, T decoder steps, L layers, H heads, V target vocabulary.
 
 const loaded = {};  // {base: Promise of the engine} — one load per model folder
@@ -31,32 +31,68 @@ export function engine(base) {
 
 function ids(E, list) { return new E.ort.Tensor("int64", BigInt64Array.from(list.map(BigInt)), [1, list.length]); }
 
-function argmaxAllowed(E, row) {
-  // aiayn's greedy step: the best next token, never <pad> or <s>
-  let best = -1;
-  for (let v = 0; v < row.length; v++) {
-    if (!E.facts.forbidden_outputs.includes(v) && (best < 0 || row[v] > row[best])) best = v;
-  }
-  return best;
-}
-
 function outputLimit(E, sourceLength) {
+  // aiayn's max_lengths: a * |src| + b (|src| with </s>), at least 1, at most the model's positions
   const f = E.facts;
-  return Math.max(1, Math.min(Math.floor(sourceLength * f.max_len_a + f.max_len_b), f.max_positions));
+  return Math.min(Math.max(1, Math.floor(sourceLength * f.max_len_a + f.max_len_b)), f.max_positions);
 }
 
-async function greedy(E, src, memory, sourceLength) {
-  // -> {tokens: output ids (</s> not included), last: the last decoder call (its maps cover every step)}
-  const tokens = [E.facts.bos_id];
-  let last = null;
-  for (let t = 0; t < outputLimit(E, sourceLength); t++) {
-    last = await E.decoder.run({src, memory, tgt_in: ids(E, tokens)});  // the whole prefix: no cache
-    const V = last.logits.dims[2];
-    const token = argmaxAllowed(E, last.logits.data.subarray((tokens.length - 1) * V, tokens.length * V));
-    if (token === E.facts.eos_id) break;
-    tokens.push(token);
+function repeated(E, tensor, G) {
+  // (1, ...) -> (G, ...): the source and memory once per live hypothesis
+  const data = new tensor.data.constructor(tensor.data.length * G);
+  for (let g = 0; g < G; g++) data.set(tensor.data, g * tensor.data.length);
+  return new E.ort.Tensor(tensor.type, data, [G, ...tensor.dims.slice(1)]);
+}
+
+function logSoftmax(row) {
+  let max = -Infinity, sum = 0;
+  for (const x of row) max = Math.max(max, x);
+  for (const x of row) sum += Math.exp(x - max);
+  const shift = max + Math.log(sum);
+  return Float64Array.from(row, x => x - shift);
+}
+
+function candidates(E, logits, T, scores, n) {
+  // the n best extensions over every live row, [value, row, token], best first (beam.top_candidates);
+  // <pad> and <s> are never outputs (search_rules.forbid_specials)
+  const V = logits.dims[2], all = [];
+  scores.forEach((score, g) => {
+    const lp = logSoftmax(logits.data.subarray((g * T + T - 1) * V, (g * T + T) * V));
+    for (let v = 0; v < V; v++) if (!E.facts.forbidden_outputs.includes(v)) all.push([score + lp[v], g, v]);
+  });
+  return all.sort((a, b) => b[0] - a[0]).slice(0, n);
+}
+
+async function beamSearch(E, src, memory, sourceLength, {beam: K, alpha, form}) {
+  // aiayn's beam search (aiayn.decoding.beam) for one sentence, without its controls (prefix, constraints,
+  // min_length, no-repeat): of the 2K best extensions, </s>-ended ones in the top K finish, the first K others
+  // stay live; done at the length limit, or with K finished that the best live one could not beat. Beam 1 is
+  // greedy search. -> the finished hypotheses, best first: {tokens (no </s>), eos, score (log-prob / length
+  // penalty)}
+  const f = E.facts, limit = outputLimit(E, sourceLength), finished = [];
+  const lp = n => (form === "hf" ? n ** alpha : ((5 + n) / 6) ** alpha);
+  let history = [[]], scores = [0];
+  for (let t = 0; t < limit; t++) {
+    const G = history.length, prefix = history.flatMap(h => [f.bos_id, ...h]);  // the whole prefix: no cache
+    const tgtIn = new E.ort.Tensor("int64", BigInt64Array.from(prefix.map(BigInt)), [G, t + 1]);
+    const {logits} = await E.decoder.run({src: repeated(E, src, G), memory: repeated(E, memory, G), tgt_in: tgtIn});
+    const top = candidates(E, logits, t + 1, scores, 2 * K), lpNow = lp(t + 1), atLimit = t + 1 >= limit;
+    const isEos = top.map(([value, , token]) => token === f.eos_id && value !== -Infinity);
+    const ended = top.map((_, j) => j).filter(j => j < K && isEos[j]);
+    const live = top.map((_, j) => j).filter(j => !isEos[j]).slice(0, K);
+    const picks = [...ended.map(j => [j, true]),
+                   ...(atLimit ? live.filter(j => top[j][0] !== -Infinity).map(j => [j, false]) : [])];
+    for (const [j, eos] of picks) {
+      const [value, row, token] = top[j];
+      finished.push({tokens: eos ? history[row] : [...history[row], token], eos, score: value / lpNow});
+    }
+    finished.sort((a, b) => b.score - a.score);  // stable: ties keep the order they finished in
+    const canWin = finished.length >= K && live.length > 0 && top[live[0]][0] / lpNow > finished[K - 1].score;
+    if (atLimit || (finished.length >= K && !canWin)) break;
+    history = live.map(j => [...history[top[j][1]], top[j][2]]);
+    scores = live.map(j => top[j][0]);
   }
-  return {tokens: tokens.slice(1), last};
+  return finished;
 }
 
 function nested(tensor) {
@@ -105,34 +141,43 @@ export function wordGroups(tokens) {
   return [words, groups];
 }
 
-export async function translateInBrowser(base, {text, target = ""}) {
-  // one sentence -> the page's translation answer; target (not blank): its maps, teacher-forced
-  const E = await engine(base), f = E.facts;
-  const sourceIds = [...E.tokenizer.encodeIds(text), f.eos_id];
+function encoded(E, text, target) {
+  // -> [source ids with </s>, the target's ids or null], within the model's positions
+  const f = E.facts, sourceIds = [...E.tokenizer.encodeIds(text), f.eos_id];
   const forcedIds = target.trim() ? E.tokenizer.encodeIds(target) : null;
   if (sourceIds.length > f.max_positions || (forcedIds && forcedIds.length + 1 > f.max_positions)) {
     throw new RangeError(`${forcedIds && sourceIds.length <= f.max_positions ? "target" : "text"}: longer than ` +
                          `the model's ${f.max_positions} positions`);
   }
+  return [sourceIds, forcedIds];
+}
+
+export async function translateInBrowser(base, {text, target = "", beam = 1, alpha = 0.6, form = "gnmt", nBest = 0}) {
+  // one sentence -> the page's translation answer, or with nBest > 0 the plain answer {translation, score,
+  // n_best: [[text, score], ...]}; target (not blank): its maps, teacher-forced
+  const E = await engine(base), f = E.facts, [sourceIds, forcedIds] = encoded(E, text, target);
   const src = ids(E, sourceIds);
   const {memory, encoder_self: encoderSelf} = await E.encoder.run({src});
-  let outputIds, last, eos;
-  if (forcedIds) {
-    outputIds = forcedIds; eos = true;
-    last = await E.decoder.run({src, memory, tgt_in: ids(E, [f.bos_id, ...forcedIds])});
-  } else {
-    ({tokens: outputIds, last} = await greedy(E, src, memory, sourceIds.length));
-    eos = last.cross.dims[3] === outputIds.length + 1;  // stopped by </s>, not by the length limit
+  let best = {tokens: forcedIds, eos: true, score: null};
+  if (!forcedIds) {
+    const found = await beamSearch(E, src, memory, sourceIds.length, {beam, alpha, form});
+    if (nBest > 0) {
+      const hyps = found.slice(0, nBest).map(h => [E.tokenizer.decodeIds(h.tokens), h.score]);
+      return {translation: hyps[0][0], score: hyps[0][1], n_best: hyps};
+    }
+    best = found[0];
   }
-  const targetIds = eos ? [...outputIds, f.eos_id] : outputIds;
+  // the maps along the chosen output: one call over its whole prefix (each row sees only the rows before it)
+  const targetIds = best.eos ? [...best.tokens, f.eos_id] : best.tokens;
+  const inputIds = [f.bos_id, ...targetIds.slice(0, -1)];
+  const last = await E.decoder.run({src, memory, tgt_in: ids(E, inputIds)});
   const piece = id => E.pieces.target[id], sourceTokens = sourceIds.map(id => E.pieces.source[id]);
-  const targetTokens = targetIds.map(piece), inputIds = [f.bos_id, ...targetIds.slice(0, -1)];
-  const targetInputTokens = inputIds.map(piece);
+  const targetTokens = targetIds.map(piece), targetInputTokens = inputIds.map(piece);
   return {
-    translation: forcedIds ? target : E.tokenizer.decodeIds(outputIds), arch: "transformer",
+    translation: forcedIds ? target : E.tokenizer.decodeIds(best.tokens), arch: "transformer",
     teacher_forced: Boolean(forcedIds), source_tokens: sourceTokens, target_tokens: targetTokens,
-    target_input_tokens: targetInputTokens, source_ids: sourceIds, target_input_ids: inputIds, score: null,
-    stopped_at_limit: !eos, token_probs: tokenProbs(last.logits, targetIds),
+    target_input_tokens: targetInputTokens, source_ids: sourceIds, target_input_ids: inputIds, score: best.score,
+    stopped_at_limit: !best.eos, token_probs: tokenProbs(last.logits, targetIds),
     words: {source: wordGroups(sourceTokens), target: wordGroups(targetTokens),
             target_input: wordGroups(targetInputTokens)},
     alignment: null, warnings: [],
