@@ -282,3 +282,24 @@ def test_score_matrix_goes_through_scale_mask_and_softmax_to_the_matrix(browser,
 
 def heat_values(page):
     return np.array(page.eval_on_selector_all("#heatmap td.cell", "cs => cs.map(c => Number(c.dataset.value))"))
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_step_view_walks_along_one_flow_of_stages(browser, server, width):
+    page = open_page(browser, server, width, 800, "ko")
+    translate_here(page)
+    page.select_option("#layer", page.eval_on_selector_all("#layer option", "os => os.at(-1).value"))
+    page.click("#heatmap button.q >> nth=2")
+    page.wait_for_selector("[data-testid=step-flow]")
+    stages = page.eval_on_selector_all("[data-testid=step-flow] button", "bs => bs.map(b => b.dataset.to)")
+    assert stages == ["x", "qkv", "score", "softmax", "out", "concat", "norm1", "ffn", "norm2", "next"]
+    for stage in ("ffn", "softmax", "next"):
+        page.click(f"[data-testid=step-flow] button[data-to={stage}]")
+        target = box(page, f"#step [data-flow={stage}]")
+        assert page.get_attribute(f"[data-testid=step-flow] button[data-to={stage}]", "aria-current") == "true"
+        shown = page.evaluate(f"(() => {{ const r = document.querySelector('#step [data-flow={stage}]')"
+                              ".getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; })()")
+        assert shown, (stage, target)
+        flow = page.evaluate("document.querySelector('[data-testid=step-flow]').getBoundingClientRect().top")
+        assert -1 <= flow < 800  # the line of stages stays in sight while the step view scrolls
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth") and not page.errors

@@ -253,6 +253,7 @@ export const TEXT_EN = {
   "scores.scaled": "2. ÷ √dₖ = {sqrt}: the same pattern, smaller numbers",
   "scores.masked": "3. The mask: a key the query may not see gets −∞ (hatched)",
   "scores.weights": "4. The softmax of each row: the attention weights, each row summing to 1",
+  "flow.label": "the steps of this computation",
   "exp.title": "One-click lessons:",
   "exp.it_animal": "“it” → “animal” (too tired)", "exp.wide_street": "“it” → “street” (too wide)",
   "exp.note":

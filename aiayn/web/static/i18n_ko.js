@@ -195,6 +195,7 @@ export const TEXT_KO = {
   "scores.scaled": "2. ÷ √dₖ = {sqrt}: 모양은 같고 숫자만 작아집니다",
   "scores.masked": "3. 마스크: 쿼리가 볼 수 없는 키는 −∞ (빗금)",
   "scores.weights": "4. 행마다 소프트맥스: 어텐션 가중치, 각 행의 합은 1",
+  "flow.label": "이 계산의 단계",
   "exp.title": "클릭 한 번으로 보는 실험:",
   "exp.it_animal": "“it” → “animal” (too tired)", "exp.wide_street": "“it” → “street” (too wide)",
   "exp.note":

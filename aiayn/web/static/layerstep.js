@@ -23,7 +23,7 @@ function nextTokens(l) {
     `<b>${esc(showPiece(o.token))}</b> ` +
     `${(100 * o.prob).toFixed(2)}% ${bar(o.prob)}</li>`).join("");
   return `<h4>${esc(t("layer.next"))}</h4><p class="explain">${esc(t("layer.next_explain"))}</p>` +
-    `<ol class="top" data-testid="step-next-token">${items}</ol>`;
+    `<ol class="top" data-testid="step-next-token" data-flow="next">${items}</ol>`;
 }
 
 export function layerSection(s, l) {
@@ -32,14 +32,15 @@ export function layerSection(s, l) {
 <p class="explain">${esc(t("layer.explain"))}</p>
 <ol class="eq" id="layer-steps">
 <li>${esc(t("layer.heads", {n: l.n_heads}))}<ul class="heads">${headsList(s, l)}</ul></li>
-<li>Concat(head<sub>1</sub>, …, head<sub>h</sub>) = ${vec(l.concat, "concat")}</li>
+<li data-flow="concat">Concat(head<sub>1</sub>, …, head<sub>h</sub>) = ${vec(l.concat, "concat")}</li>
 <li>Concat · W<sup>O</sup> (${l.concat.length} × ${l.projected.length}) = ${vec(l.projected, "W^O")}</li>
 <li>x + ${esc(t("layer.attn"))} = ${vec(l.residual_sum, "x + attention")}</li>
-<li id="layer-after-attention">${addNorm(l, null, l.after_attention, esc(t("layer.attn")))}</li>
+<li id="layer-after-attention" data-flow="norm1">${addNorm(l, null, l.after_attention, esc(t("layer.attn")))}</li>
 ${cross}
-<li>FFN: max(0, x W<sub>1</sub> + b<sub>1</sub>) (d<sub>ff</sub> = ${l.d_ff}) = ${vec(l.ffn_hidden, "FFN hidden")}
+<li data-flow="ffn">FFN: max(0, x W<sub>1</sub> + b<sub>1</sub>) (d<sub>ff</sub> = ${l.d_ff})
+ = ${vec(l.ffn_hidden, "FFN hidden")}
  · W<sub>2</sub> + b<sub>2</sub> = ${vec(l.ffn_output, "FFN")}</li>
-<li id="layer-output">${esc(t("layer.output"))}: ${addNorm(l, null, l.layer_output, "FFN")}</li>
+<li id="layer-output" data-flow="norm2">${esc(t("layer.output"))}: ${addNorm(l, null, l.layer_output, "FFN")}</li>
 </ol>
 ${nextTokens(l)}`;
 }

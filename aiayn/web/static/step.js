@@ -34,24 +34,25 @@ export function transformerStep(s, keys, caption) {
   return `<h3>${esc(t("step.title"))}: ${esc(caption)}</h3>
 <p class="explain">${t("step.transformer")}</p>
 <ol class="eq">
-<li><b>x</b> (d<sub>model</sub> = ${s.d_model}) = ${vec(s.x_vector, "x")}</li>
-<li><b>q</b> = x · W<sup>Q</sup><sub>h</sub> (${s.d_model} × ${s.d_k}) = ${vec(s.query_vector, "q")}
+<li data-flow="x"><b>x</b> (d<sub>model</sub> = ${s.d_model}) = ${vec(s.x_vector, "x")}</li>
+<li data-flow="qkv"><b>q</b> = x · W<sup>Q</sup><sub>h</sub> (${s.d_model} × ${s.d_k}) = ${vec(s.query_vector, "q")}
  (d<sub>k</sub> = ${s.d_k})</li>
 <li><b>k</b><sub>j</sub> = x<sub>j</sub> · W<sup>K</sup><sub>h</sub>,
  <b>v</b><sub>j</sub> = x<sub>j</sub> · W<sup>V</sup><sub>h</sub>:
  ${esc(t("step.rows"))}${s.kind === "cross" ? " " + t("step.cross") : ""}</li>
-<li>${esc(t("step.score_word"))}<sub>j</sub> = q·k<sub>j</sub> / √d<sub>k</sub> = q·k<sub>j</sub> / ${sqrt.toFixed(3)};
+<li data-flow="score">${esc(t("step.score_word"))}<sub>j</sub> = q·k<sub>j</sub> / √d<sub>k</sub>
+ = q·k<sub>j</sub> / ${sqrt.toFixed(3)};
  ${esc(t("step.mask"))}</li>
 <li>softmax<sub>j</sub> = exp(${esc(t("step.score_word"))}<sub>j</sub> − max) / Σ exp = exp / ${fmt(s.exp_sum, 4)}</li>
 </ol>
 <p class="note" data-testid="step-unscaled">${esc(saturation(s))}</p>
-<div class="table-box"><table class="step" id="step-table">
+<div class="table-box" data-flow="softmax"><table class="step" id="step-table">
 <thead><tr><th>${esc(t("step.key"))}</th><th>q·k</th><th>÷ √d<sub>k</sub></th>
 <th>exp</th><th class="w">softmax</th><th></th>
 <th class="cmp" title="${esc(t("step.unscaled_title"))}">${esc(t("step.unscaled"))}</th>
 <th>k</th><th>v</th><th>softmax × v</th></tr></thead>
 <tbody>${rows}</tbody></table></div>
-<p><b>${esc(t("step.output"))}</b> Σ softmax<sub>j</sub> · v<sub>j</sub> =
+<p data-flow="out"><b>${esc(t("step.output"))}</b> Σ softmax<sub>j</sub> · v<sub>j</sub> =
  <span id="step-output">${vec(s.output, "output")}</span></p>
 ${s.layer_step ? layerSection(s, s.layer_step) : ""}`;
 }

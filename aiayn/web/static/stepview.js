@@ -5,6 +5,7 @@
 import {api, esc} from "./api.js";
 import {lang, t} from "./i18n.js";
 import {axesView} from "./matrix.js";
+import {wireFlow} from "./flow.js";
 import {rnnStep, stepCaption, transformerStep} from "./step.js";
 import {pieceCaption, wordStep} from "./wordstep.js";
 
@@ -37,6 +38,7 @@ function draw(S, view, answers, shown, onAnswer) {
       panel.querySelector(`button.piece[data-shown="${S.step.shown}"]`)?.focus();
     }));
   }
+  if (S.info.multi_head) wireFlow(panel.querySelector("#step-piece") || panel);
   S.step.answer = answers[shown];  // the FFN panel's row: the step shown
   onAnswer(answers[shown]);
 }
