@@ -119,7 +119,10 @@ class TensorBoardLog:
             yield
         except Exception as err:
             remedy = "free space" if getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) else "fix that"
-            error = write_error(err, self.dir, last_good_note(self.out, f"{remedy} (or set train.tensorboard=false)"))
+            note = last_good_note(self.out, f"{remedy} (or set train.tensorboard=false)")
+            error = write_error(err, self.dir, note)
+            if error is None and isinstance(err, OSError):  # any other: its words, never tensorboard's bytes name
+                error = OutputError(f"{self.dir}: could not write it: {err.strerror or err}; {note}")
             if error is None:
                 raise
             with contextlib.suppress(OSError):
