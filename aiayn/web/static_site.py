@@ -24,14 +24,18 @@ ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-th
 PACKAGES = ("onnxruntime-web", "@agnai/sentencepiece-js")
 
 
-def package_dirs(node_modules: Path) -> dict[str, Path]:
-    """{npm package: its folder}, or one line naming what is missing and how to install it."""
-    dirs = {name: node_modules / name for name in PACKAGES}
-    missing = [name for name, d in dirs.items() if not (d / "package.json").is_file()]
-    if missing:
-        raise AiaynError(f"--node-modules {node_modules}: no {', '.join(missing)} there; run `npm ci` in aiayn's "
-                         f"repository (package.json names them), or pass the node_modules folder that has them")
-    return dirs
+def package_dirs(node_modules: Path | None) -> dict[str, Path]:
+    """{npm package: its folder} from node_modules (None: ./node_modules, else the node_modules of the aiayn
+    checkout this runs from), or one line naming what is missing and how to install it."""
+    checkout = Path(__file__).resolve().parents[2] / "node_modules"
+    places = [node_modules] if node_modules is not None else [Path("node_modules"), checkout]
+    for place in places:
+        dirs = {name: place / name for name in PACKAGES}
+        if all((d / "package.json").is_file() for d in dirs.values()):
+            return dirs
+    where = " or ".join(str(p) for p in places)
+    raise AiaynError(f"no {' and '.join(PACKAGES)} in {where}: run `npm ci` in aiayn's repository (package.json "
+                     f"names them), or give --node-modules the node_modules folder that has them")
 
 
 def _version(package: Path) -> str:
@@ -111,7 +115,7 @@ def write_model_facts(model_dir: Path, out: Path) -> None:
         (out / name).write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
 
 
-def export_site(model_dir: str | Path, out: str | Path, node_modules: str | Path = "node_modules",
+def export_site(model_dir: str | Path, out: str | Path, node_modules: str | Path | None = None,
                 force: bool = False) -> Path:
     """Write the static explorer of one model into OUT (new or empty, or with force an earlier export-site)."""
     from aiayn.checkpoint import EXPORT_MARKER, check_output_dir
@@ -119,7 +123,7 @@ def export_site(model_dir: str | Path, out: str | Path, node_modules: str | Path
     from aiayn.io import atomic_dir
     from aiayn.run_dir import resolve_model_dir
 
-    packages = package_dirs(Path(node_modules))
+    packages = package_dirs(None if node_modules is None else Path(node_modules))
     source = resolve_model_dir(model_dir)
     check_output_dir(out, "export-site", force, inputs=[model_dir, source])
     with atomic_dir(out) as tmp:
