@@ -105,10 +105,11 @@ def test_ablate_baseline_is_a_plain_evaluations_bleu(tmp_path, transformer_dir, 
     assert code == 0, out
     bleu = next(s["score"] for s in json.loads(out)["scores"] if s["name"] == "BLEU")
     assert 0 < bleu < 100
-    report = tmp_path / "ablation.json"
+    report, picture = tmp_path / "ablation.json", tmp_path / "ablation.png"
     code, out = run_cli(["heads", "--model", transformer_dir, "--ablate", "--src", src, "--ref", ref,
-                         "--prune-steps", 2, "--json", report], capsys)
+                         "--prune-steps", 2, "--json", report, "--plot", picture], capsys)
     assert code == 0, out
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     result = json.loads(report.read_text())
     assert result["baseline"]["bleu"] == bleu
     assert len(result["heads"]) == len({(h["kind"], h["layer"], h["head"]) for h in result["heads"]})
