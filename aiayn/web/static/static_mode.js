@@ -9,8 +9,8 @@ const WORDS = {
   en: {
     note: "This page runs the model in your browser (onnxruntime-web, WebAssembly), with no server: " +
           "translation with beam search, the maps of a target you give, and the three kinds of attention maps. " +
-          "The step-by-step computation, the scores panel, post-editing, the word alignment and the training " +
-          "timeline need the server: `aiayn serve --model M`.",
+          "The step-by-step computation, the FFN and scores panels, post-editing, the word alignment and the " +
+          "training timeline need the server: `aiayn serve --model M`.",
     needs: "{what} needs the server (aiayn serve): this page runs the model in the browser, which gives " +
            "translations and their attention maps only.",
     step: "The step-by-step computation", alternatives: "Post-editing", prefix: "Post-editing",
@@ -19,7 +19,7 @@ const WORDS = {
   },
   ko: {
     note: "이 페이지는 서버 없이 브라우저에서 모델을 실행합니다(onnxruntime-web, WebAssembly). 빔 서치 번역, " +
-          "직접 넣은 번역문의 어텐션 맵, 세 종류의 어텐션 맵을 볼 수 있습니다. 단계별 계산, 스코어 패널, 후편집, " +
+          "직접 넣은 번역문의 어텐션 맵, 세 종류의 어텐션 맵을 볼 수 있습니다. 단계별 계산, FFN·스코어 패널, 후편집, " +
           "단어 정렬, 학습 타임라인은 서버가 있어야 합니다: `aiayn serve --model M`.",
     needs: "{what}에는 서버(aiayn serve)가 필요합니다. 이 페이지는 브라우저에서 모델을 실행해 번역과 어텐션 맵만 " +
            "보여 줍니다.",
