@@ -9,7 +9,9 @@ from aiayn.cli.common import MODEL_HELP
 def add_parsers(sub) -> None:
     p = sub.add_parser("export-site", help="write the explorer as a static site that runs the model in the browser "
                        "(onnxruntime-web): serve it with any file server (needs aiayn[onnx] and `npm ci`)")
-    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--model", required=True, action="append", metavar="[NAME=]MODEL",
+                   help=f"{MODEL_HELP}; repeat with NAME=MODEL for several models: the page opens the first, "
+                   f"and ?model=NAME another")
     p.add_argument("--out", required=True, help="new or empty directory for the site (index.html, the page, the "
                    "model's ONNX export and the browser runtime)")
     p.add_argument("--node-modules", help="the node_modules folder with onnxruntime-web and @agnai/sentencepiece-js "

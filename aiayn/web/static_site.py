@@ -1,17 +1,19 @@
 """The static explorer (`aiayn export-site`): the explorer page as a folder any file server can serve, with no
-aiayn server behind it. The model runs in the browser: its `aiayn export-onnx` graphs on onnxruntime-web
-(WebAssembly) and its SentencePiece model on sentencepiece-js, both copied from the npm packages
-package.json names. Layout of OUT:
+aiayn server behind it, for one model or several (?model=NAME chooses). The model runs in the browser: its
+`aiayn export-onnx` graphs on onnxruntime-web (WebAssembly) and its SentencePiece model on sentencepiece-js,
+both copied from the npm packages package.json names. Layout of OUT:
 
     index.html       the served page, its paths made relative and a <meta name="aiayn-static"> naming static.json
-    static.json      {"static": true, "model": "model/", "runtime": the npm packages' versions}
+    static.json      {"static": true, "models": {NAME: "models/NAME/"}, "default": the first NAME,
+                      "runtime": the npm packages' versions}
     static/          the page's modules and style (static_mode.js answers the page's requests)
-    model/           the export-onnx directory, plus info.json and positions.json (what /api/info and
+    models/NAME/     each model's export-onnx directory, plus info.json and positions.json (what /api/info and
                      /api/positions answer for it) and pieces.json (every id's subword, both vocabularies)
     vendor/          onnxruntime-web's WebAssembly build, and sentencepiece-js wrapped as an ES module
 """
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -22,6 +24,7 @@ PAGE_TYPES = (".js", ".css")
 META = '<meta name="aiayn-static" content="static.json">'
 ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 PACKAGES = ("onnxruntime-web", "@agnai/sentencepiece-js")
+NAME = r"[A-Za-z0-9_-]+"  # a model's name in the page's address (?model=NAME) and its folder under models/
 
 
 def package_dirs(node_modules: Path | None) -> dict[str, Path]:
@@ -115,29 +118,53 @@ def write_model_facts(model_dir: Path, out: Path) -> None:
         (out / name).write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
 
 
-def export_site(model_dir: str | Path, out: str | Path, node_modules: str | Path | None = None,
+def model_specs(specs: list[str]) -> dict[str, str]:
+    """--model values (MODEL, or NAME=MODEL) -> {name: model}, in order; a bare MODEL is named "model"."""
+    named: dict[str, str] = {}
+    for spec in specs:
+        name, sep, model = spec.partition("=")
+        if not sep or not re.fullmatch(NAME, name):
+            name, model = "model", spec
+        if name in named:
+            raise AiaynError(f"--model {spec}: a second model named {name!r}; name each as NAME=MODEL (NAME: "
+                             f"letters, digits, - and _), each name once")
+        named[name] = model
+    return named
+
+
+def export_site(models: list[str], out: str | Path, node_modules: str | Path | None = None,
                 force: bool = False) -> Path:
-    """Write the static explorer of one model into OUT (new or empty, or with force an earlier export-site)."""
+    """Write the static explorer of the models (model_specs' forms) into OUT (new or empty, or with force an
+    earlier export-site). The page opens the first; ?model=NAME opens another."""
     from aiayn.checkpoint import EXPORT_MARKER, check_output_dir
-    from aiayn.interop.onnx_export import export_onnx
     from aiayn.io import atomic_dir
     from aiayn.run_dir import resolve_model_dir
 
     packages = package_dirs(None if node_modules is None else Path(node_modules))
-    source = resolve_model_dir(model_dir)
-    check_output_dir(out, "export-site", force, inputs=[model_dir, source])
+    named = model_specs(models)
+    sources = {name: resolve_model_dir(model) for name, model in named.items()}
+    check_output_dir(out, "export-site", force, inputs=[*named.values(), *sources.values()])
     with atomic_dir(out) as tmp:
-        export_onnx(source, tmp / "model")
-        facts = json.loads((tmp / "model" / "model.json").read_text(encoding="utf-8"))
-        if facts["tokenizer"]["kind"] != "sentencepiece":
-            raise AiaynError(f"--model {model_dir}: its tokenizer is a Marian pair of vocabularies; the static "
-                             f"explorer runs one SentencePiece model (an aiayn-trained model)")
-        write_model_facts(source, tmp / "model")
+        for name, source in sources.items():
+            write_model(named[name], source, tmp / "models" / name)
         runtime = write_vendor(packages, tmp / "vendor")
         write_page(tmp)
-        config = {"static": True, "model": "model/", "runtime": runtime}
+        config = {"static": True, "models": {name: f"models/{name}/" for name in named}, "default": next(iter(named)),
+                  "runtime": runtime}
         (tmp / "static.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        marker = {"output": "export-site", "model": str(source.resolve()),
+        marker = {"output": "export-site", "models": {name: str(source.resolve()) for name, source in sources.items()},
                   "files": sorted(p.name for p in tmp.iterdir()) + [EXPORT_MARKER]}
         (tmp / EXPORT_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
     return Path(out)
+
+
+def write_model(given: str, source: Path, out: Path) -> None:
+    """One model's export-onnx directory and the page's facts of it into out/."""
+    from aiayn.interop.onnx_export import export_onnx
+
+    export_onnx(source, out)
+    facts = json.loads((out / "model.json").read_text(encoding="utf-8"))
+    if facts["tokenizer"]["kind"] != "sentencepiece":
+        raise AiaynError(f"--model {given}: its tokenizer is a Marian pair of vocabularies; the static explorer "
+                         f"runs one SentencePiece model (an aiayn-trained model)")
+    write_model_facts(source, out)

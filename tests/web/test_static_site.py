@@ -42,11 +42,19 @@ def model(tmp_path_factory, tokenizer):
 
 
 @pytest.fixture(scope="module")
-def site_url(model, tmp_path_factory):
-    """The site on loopback, served by Python's plain file server."""
+def other_model(tmp_path_factory, tokenizer):
+    """A second model for the same site: one decoder layer, pre-LN."""
+    return model_dir(tmp_path_factory.mktemp("static") / "other", tokenizer, "tiny", n_decoder_layers=1,
+                     norm_first=True)
+
+
+@pytest.fixture(scope="module")
+def site_url(model, other_model, tmp_path_factory):
+    """The site of both models on loopback, served by Python's plain file server."""
     from aiayn.web.static_site import export_site
 
-    site = export_site(model, tmp_path_factory.mktemp("site") / "site", node_modules=NODE_MODULES)
+    site = export_site([str(model), f"other={other_model}"], tmp_path_factory.mktemp("site") / "site",
+                       node_modules=NODE_MODULES)
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
                                "--directory", str(site)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -143,6 +151,19 @@ def test_static_site_draws_a_given_targets_maps_as_aiayn_attention_target(page, 
     for kind in ("encoder_self", "decoder_self", "cross"):
         last = maps.maps[kind].shape[0] - 1
         assert np.abs(drawn(page, kind, last, 1) - maps.maps[kind][last, 1]).max() < TOL, kind
+
+
+def test_static_site_opens_the_model_its_address_names(page, site_url, other_model):
+    from aiayn.decoding.translator import Translator
+
+    ours = Translator.from_pretrained(other_model).translate([SENTENCES[1]], beam=1, return_attention=True)[0]
+    translate(page, site_url + "?model=other", SENTENCES[1], beam=1)
+    assert page.text_content("#translation") == ours.text
+    cross = ours.attention["cross"]  # (1, H, T, S): one decoder layer
+    assert np.abs(drawn(page, "cross", 0, 2) - cross[0, 2]).max() < TOL
+    page.goto(site_url + "?model=nothing")
+    page.wait_for_selector("#error:has-text('other')")
+    assert "nothing" in page.text_content("#error")
 
 
 @pytest.mark.parametrize("lang, words", [("en", "the server"), ("ko", "서버")])

@@ -16,6 +16,7 @@ const WORDS = {
     step: "The step-by-step computation", alternatives: "Post-editing", prefix: "Post-editing",
     timeline: "The training timeline", other: "This request",
     failed: "The model did not load in this browser: {error}",
+    model: "This site has no model named “{name}”: ?model= takes one of {names}.",
   },
   ko: {
     note: "이 페이지는 서버 없이 브라우저에서 모델을 실행합니다(onnxruntime-web, WebAssembly). 빔 서치 번역, " +
@@ -26,6 +27,7 @@ const WORDS = {
     step: "단계별 계산", alternatives: "후편집", prefix: "후편집",
     timeline: "학습 타임라인", other: "이 요청",
     failed: "이 브라우저에서 모델을 불러오지 못했습니다: {error}",
+    model: "이 사이트에 없는 모델입니다: “{name}”. ?model=에는 {names} 중 하나를 넣으세요.",
   },
 };
 
@@ -34,6 +36,7 @@ function say(key, vars = {}) {
 }
 
 const state = {config: null, info: null};
+const MODEL_KEY = "aiayn-static-model";
 
 export function staticConfig() {
   // the config's address, or null when the page has a server
@@ -49,11 +52,23 @@ async function fetchJson(url) {
 
 async function config() {
   if (!state.config) {
-    const url = staticConfig();
-    state.config = {...await fetchJson(url), base: new URL(".", url).href};
+    const url = staticConfig(), loaded = await fetchJson(url);
+    state.config = {...loaded, base: new URL(".", url).href, model: chosenModel(loaded)};
     showNote();
   }
   return state.config;
+}
+
+function chosenModel(loaded) {
+  // ?model=NAME (kept for this tab: the page rewrites its address as it goes), else the site's first model
+  const asked = new URLSearchParams(window.location.search).get("model");
+  if (asked !== null) sessionStorage.setItem(MODEL_KEY, asked);
+  const name = asked ?? sessionStorage.getItem(MODEL_KEY) ?? loaded.default;
+  if (!(name in loaded.models)) {
+    sessionStorage.removeItem(MODEL_KEY);
+    throw new Error(say("model", {name, names: Object.keys(loaded.models).join(", ")}));
+  }
+  return loaded.models[name];
 }
 
 function showNote() {
