@@ -153,6 +153,34 @@ def test_static_site_draws_a_given_targets_maps_as_aiayn_attention_target(page, 
         assert np.abs(drawn(page, kind, last, 1) - maps.maps[kind][last, 1]).max() < TOL, kind
 
 
+def test_static_site_post_edits_as_the_server(page, site_url, model):
+    """A token's alternatives are aiayn.web.postedit's; a pick re-decodes as Translator with that target prefix."""
+    from aiayn.decoding.batches import encode_sources
+    from aiayn.decoding.translator import Translator
+    from aiayn.web.postedit import alternatives
+
+    translator, sentence = Translator.from_pretrained(model), "forty five thousand six hundred"
+    translate(page, site_url, sentence)
+    source, bos = encode_sources(translator.tokenizer, [sentence])[0], translator.tokenizer.bos_id
+    ours = alternatives(translator, source, [bos], 10)["alternatives"]
+    page.click("#token-probs .tp[data-t='0']")
+    page.wait_for_selector("[data-testid=alternatives] button.alt")
+    shown = page.eval_on_selector_all("button.alt", "bs => bs.map(b => [Number(b.dataset.id), Number(b.dataset.prob), "
+                                      "b.dataset.prefix, !b.disabled])")
+    assert [a[0] for a in shown] == [a["id"] for a in ours]
+    assert np.abs(np.array([a[1] for a in shown]) - [a["prob"] for a in ours]).max() < TOL
+    assert [(a[2], a[3]) for a in shown] == [(a["prefix"], a["pickable"]) for a in ours]
+    choice = page.locator("button.alt:not([disabled]):not(.current)").first
+    prefix = choice.get_attribute("data-prefix")
+    choice.click()
+    page.wait_for_selector("[data-testid=prefix-note]:not([hidden])")
+    page.wait_for_selector("#heatmap td.cell")
+    expected = translator.translate([sentence], target_prefix=[prefix], return_attention=True)[0]
+    assert page.text_content("#translation") == expected.text
+    last = expected.attention["cross"].shape[0] - 1
+    assert np.abs(drawn(page, "cross", last, 0) - expected.attention["cross"][last, 0]).max() < TOL
+
+
 def test_static_site_opens_the_model_its_address_names(page, site_url, other_model):
     from aiayn.decoding.translator import Translator
 

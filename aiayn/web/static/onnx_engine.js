@@ -52,31 +52,35 @@ function logSoftmax(row) {
   return Float64Array.from(row, x => x - shift);
 }
 
-function candidates(E, logits, T, scores, n) {
+function candidates(E, logits, T, scores, n, forced) {
   // the n best extensions over every live row, [value, row, token], best first (beam.top_candidates);
-  // <pad> and <s> are never outputs (search_rules.forbid_specials)
+  // <pad> and <s> are never outputs (search_rules.forbid_specials); forced (a prefix's token at this step, or
+  // null): the only extension, at the model's log-prob for it
   const V = logits.dims[2], all = [];
   scores.forEach((score, g) => {
     const lp = logSoftmax(logits.data.subarray((g * T + T - 1) * V, (g * T + T) * V));
+    if (forced !== null) { all.push([score + lp[forced], g, forced]); return; }
     for (let v = 0; v < V; v++) if (!E.facts.forbidden_outputs.includes(v)) all.push([score + lp[v], g, v]);
   });
   return all.sort((a, b) => b[0] - a[0]).slice(0, n);
 }
 
-async function beamSearch(E, src, memory, sourceLength, {beam: K, alpha, form}) {
-  // aiayn's beam search (aiayn.decoding.beam) for one sentence, without its controls (prefix, constraints,
-  // min_length, no-repeat): of the 2K best extensions, </s>-ended ones in the top K finish, the first K others
-  // stay live; done at the length limit, or with K finished that the best live one could not beat. Beam 1 is
-  // greedy search. -> the finished hypotheses, best first: {tokens (no </s>), eos, score (log-prob / length
-  // penalty)}
-  const f = E.facts, limit = outputLimit(E, sourceLength), finished = [];
+async function beamSearch(E, src, memory, sourceLength, {beam: K, alpha, form}, prefix = []) {
+  // aiayn's beam search (aiayn.decoding.beam) for one sentence, with a target prefix (its ids, forced first)
+  // and without the other controls (constraints, min_length, no-repeat): of the 2K best extensions,
+  // </s>-ended ones in the top K finish, the first K others stay live; done at the length limit, or with K
+  // finished that the best live one could not beat. Beam 1 is greedy search. (aiayn keeps rows of -inf
+  // beside a forced token; they never finish nor win, so they are left out here.) -> the finished
+  // hypotheses, best first: {tokens (no </s>), eos, score (log-prob / length penalty)}
+  const f = E.facts, limit = Math.max(outputLimit(E, sourceLength), prefix.length + 1), finished = [];
   const lp = n => (form === "hf" ? n ** alpha : ((5 + n) / 6) ** alpha);
   let history = [[]], scores = [0];
   for (let t = 0; t < limit; t++) {
-    const G = history.length, prefix = history.flatMap(h => [f.bos_id, ...h]);  // the whole prefix: no cache
-    const tgtIn = new E.ort.Tensor("int64", BigInt64Array.from(prefix.map(BigInt)), [G, t + 1]);
+    const G = history.length, rows = history.flatMap(h => [f.bos_id, ...h]);  // the whole prefix: no cache
+    const tgtIn = new E.ort.Tensor("int64", BigInt64Array.from(rows.map(BigInt)), [G, t + 1]);
     const {logits} = await E.decoder.run({src: repeated(E, src, G), memory: repeated(E, memory, G), tgt_in: tgtIn});
-    const top = candidates(E, logits, t + 1, scores, 2 * K), lpNow = lp(t + 1), atLimit = t + 1 >= limit;
+    const top = candidates(E, logits, t + 1, scores, 2 * K, t < prefix.length ? prefix[t] : null);
+    const lpNow = lp(t + 1), atLimit = t + 1 >= limit;
     const isEos = top.map(([value, , token]) => token === f.eos_id && value !== -Infinity);
     const ended = top.map((_, j) => j).filter(j => j < K && isEos[j]);
     const live = top.map((_, j) => j).filter(j => !isEos[j]).slice(0, K);
@@ -152,15 +156,18 @@ function encoded(E, text, target) {
   return [sourceIds, forcedIds];
 }
 
-export async function translateInBrowser(base, {text, target = "", beam = 1, alpha = 0.6, form = "gnmt", nBest = 0}) {
+export async function translateInBrowser(base, {text, target = "", targetPrefix = "", beam = 1, alpha = 0.6,
+                                                form = "gnmt", nBest = 0}) {
   // one sentence -> the page's translation answer, or with nBest > 0 the plain answer {translation, score,
-  // n_best: [[text, score], ...]}; target (not blank): its maps, teacher-forced
+  // n_best: [[text, score], ...]}; target (not blank): its maps, teacher-forced; targetPrefix: a text the
+  // translation starts with (a post-edit's pick)
   const E = await engine(base), f = E.facts, [sourceIds, forcedIds] = encoded(E, text, target);
+  const prefix = targetPrefix.trim() ? E.tokenizer.encodeIds(targetPrefix) : [];
   const src = ids(E, sourceIds);
   const {memory, encoder_self: encoderSelf} = await E.encoder.run({src});
   let best = {tokens: forcedIds, eos: true, score: null};
   if (!forcedIds) {
-    const found = await beamSearch(E, src, memory, sourceIds.length, {beam, alpha, form});
+    const found = await beamSearch(E, src, memory, sourceIds.length, {beam, alpha, form}, prefix);
     if (nBest > 0) {
       const hyps = found.slice(0, nBest).map(h => [E.tokenizer.decodeIds(h.tokens), h.score]);
       return {translation: hyps[0][0], score: hyps[0][1], n_best: hyps};
@@ -183,4 +190,23 @@ export async function translateInBrowser(base, {text, target = "", beam = 1, alp
     alignment: null, warnings: [],
     maps: {encoder_self: nested(encoderSelf), decoder_self: nested(last.decoder_self), cross: nested(last.cross)},
   };
+}
+
+export async function alternativesInBrowser(base, {source_ids: sourceIds, target_input_ids: inputIds, k}) {
+  // the post-editing answer (aiayn.web.postedit.alternatives): at the position after inputIds, the model's k
+  // likeliest tokens, each with the text that picking it makes and whether that text encodes back to the
+  // same pieces (then it can be a target prefix); special tokens are shown, never offered
+  const E = await engine(base), f = E.facts, src = ids(E, sourceIds);
+  const {memory} = await E.encoder.run({src});
+  const {logits} = await E.decoder.run({src, memory, tgt_in: ids(E, inputIds)});
+  const V = logits.dims[2], T = inputIds.length, lp = logSoftmax(logits.data.subarray((T - 1) * V, T * V));
+  const special = new Set([f.pad_id, f.bos_id, f.eos_id, f.unk_id]), before = inputIds.slice(1);
+  const order = [...lp.keys()].sort((a, b) => lp[b] - lp[a]).slice(0, Math.min(k, V));
+  return {position: T - 1, alternatives: order.map(id => {
+    const pieces = [...before, id];
+    const prefix = E.tokenizer.decodeIds(pieces.filter(i => i !== f.pad_id && i !== f.bos_id && i !== f.eos_id));
+    const encoded = E.tokenizer.encodeIds(prefix);
+    const exact = !special.has(id) && encoded.length === pieces.length && encoded.every((i, n) => i === pieces[n]);
+    return {id, piece: E.pieces.target[id], prob: Math.exp(lp[id]), prefix, exact, pickable: exact};
+  })};
 }

@@ -2,29 +2,30 @@
 // served by any file server). Its index.html names a config (<meta name="aiayn-static" content="static.json">);
 // then the page's requests are answered here: the model panel and the position table from the files the site
 // was built with, translations by the model running in the browser (onnx_engine.js: beam search, n-best lists,
-// a given target's maps), and everything that needs the server by one sentence, in the page's language, saying so.
+// a given target's maps, post-editing's alternatives and re-decoding after a pick), and everything that needs
+// the server by one sentence, in the page's language, saying so.
 import {lang} from "./i18n.js";
 
 const WORDS = {
   en: {
     note: "This page runs the model in your browser (onnxruntime-web, WebAssembly), with no server: " +
-          "translation with beam search, the maps of a target you give, and the three kinds of attention maps. " +
-          "The step-by-step computation, the FFN and scores panels, post-editing, the word alignment and the " +
+          "translation with beam search, post-editing, the maps of a target you give, and the three kinds of " +
+          "attention maps. The step-by-step computation, the FFN and scores panels, the word alignment and the " +
           "training timeline need the server: `aiayn serve --model M`.",
     needs: "{what} needs the server (aiayn serve): this page runs the model in the browser, which gives " +
-           "translations and their attention maps only.",
-    step: "The step-by-step computation", alternatives: "Post-editing", prefix: "Post-editing",
+           "translations and their attention maps.",
+    step: "The step-by-step computation",
     timeline: "The training timeline", other: "This request",
     failed: "The model did not load in this browser: {error}",
     model: "This site has no model named “{name}”: ?model= takes one of {names}.",
   },
   ko: {
     note: "이 페이지는 서버 없이 브라우저에서 모델을 실행합니다(onnxruntime-web, WebAssembly). 빔 서치 번역, " +
-          "직접 넣은 번역문의 어텐션 맵, 세 종류의 어텐션 맵을 볼 수 있습니다. 단계별 계산, FFN·스코어 패널, 후편집, " +
-          "단어 정렬, 학습 타임라인은 서버가 있어야 합니다: `aiayn serve --model M`.",
-    needs: "{what}에는 서버(aiayn serve)가 필요합니다. 이 페이지는 브라우저에서 모델을 실행해 번역과 어텐션 맵만 " +
+          "후편집, 직접 넣은 번역문의 어텐션 맵, 세 종류의 어텐션 맵을 볼 수 있습니다. 단계별 계산, FFN·스코어 " +
+          "패널, 단어 정렬, 학습 타임라인은 서버가 있어야 합니다: `aiayn serve --model M`.",
+    needs: "{what}에는 서버(aiayn serve)가 필요합니다. 이 페이지는 브라우저에서 모델을 실행해 번역과 어텐션 맵을 " +
            "보여 줍니다.",
-    step: "단계별 계산", alternatives: "후편집", prefix: "후편집",
+    step: "단계별 계산",
     timeline: "학습 타임라인", other: "이 요청",
     failed: "이 브라우저에서 모델을 불러오지 못했습니다: {error}",
     model: "이 사이트에 없는 모델입니다: “{name}”. ?model=에는 {names} 중 하나를 넣으세요.",
@@ -96,13 +97,13 @@ function fillNote(note) {
 function needsServer(what) { return new Error(say("needs", {what: say(what)})); }
 
 async function translate(cfg, body) {
-  if (body.target_prefix) throw needsServer("prefix");
   const decode = state.info.decode, beam = body.beam === null || body.beam === undefined ? decode.beam : body.beam;
   const {translateInBrowser} = await import("./onnx_engine.js");
   let answer;
   try {
     answer = await translateInBrowser(new URL(cfg.model, cfg.base).href, {
-      text: body.text, target: body.target || "", beam: Number(beam), alpha: decode.alpha,
+      text: body.text, target: body.target || "", targetPrefix: body.target_prefix || "", beam: Number(beam),
+      alpha: decode.alpha,
       form: decode.length_penalty_form, nBest: body.attention === false ? Number(body.n_best || 1) : 0});
   } catch (e) {
     throw new Error(say("failed", {error: e && e.message ? e.message : String(e)}));
@@ -118,7 +119,10 @@ export async function staticApi(path, body) {
   if (path === "/api/positions") return fetchJson(model + "positions.json");
   if (path === "/api/translate") return translate(cfg, body);
   if (path === "/api/step") throw needsServer("step");
-  if (path === "/api/alternatives") throw needsServer("alternatives");
+  if (path === "/api/alternatives") {
+    const {alternativesInBrowser} = await import("./onnx_engine.js");
+    return alternativesInBrowser(model, body);
+  }
   if (path.startsWith("/api/timeline")) throw needsServer("timeline");
   throw needsServer("other");
 }
