@@ -1,7 +1,8 @@
 """The static explorer (`aiayn export-site`) in a real browser, served by `python -m http.server` with no aiayn
 server anywhere: its translations equal aiayn's (greedy and beam search), with their scores and the beam's
-n-best list, and the cross-attention maps it draws (every layer and head) equal aiayn's within 1e-4; a given
-target's maps equal `aiayn attention --target`'s; what needs the server says so.
+n-best list, the cross-attention maps it draws (every layer and head) equal aiayn's within 1e-4, and so does
+its word alignment; a given target's maps equal `aiayn attention --target`'s; post-editing equals the
+server's; what needs the server says so.
 
 Needs Chromium (as tests/web/test_browser.py finds it), onnx, and the npm packages onnxruntime-web and
 @agnai/sentencepiece-js in the repository's node_modules (or the folder AIAYN_NODE_MODULES names, as
@@ -122,6 +123,8 @@ def drawn(page, kind, layer, head) -> np.ndarray:
 @pytest.mark.parametrize("beam", [1, 4])
 def test_static_site_translates_and_draws_aiayns_cross_attention(page, site_url, model, beam):
     from aiayn.decoding.translator import Translator
+    from aiayn.inspect.alignment.head_choice import maps_alignment
+    from aiayn.inspect.maps.capture import maps_of
 
     translator = Translator.from_pretrained(model)
     expected = translator.translate(SENTENCES, beam=beam, return_attention=True, n_best=beam)
@@ -135,6 +138,9 @@ def test_static_site_translates_and_draws_aiayns_cross_attention(page, site_url,
                 got = drawn(page, "cross", layer, head)
                 assert got.shape == cross[layer, head].shape, (sentence, layer, head)
                 assert np.abs(got - cross[layer, head]).max() < TOL, (sentence, layer, head)
+        page.check("[data-testid=alignment-toggle]")  # the server's default word alignment, outlined
+        links = set(page.eval_on_selector_all("#heatmap td[data-aligned]", "cs => cs.map(c => c.dataset.aligned)"))
+        assert links == set(maps_alignment(maps_of(ours, translator), None, None).split()), sentence
         if beam > 1:  # the beam's other candidates, best first, with their scores
             page.wait_for_selector("#nbest li", state="attached")
             listed = page.eval_on_selector_all("#nbest button.hyp", "bs => bs.map(b => b.textContent)")

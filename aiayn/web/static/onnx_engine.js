@@ -145,6 +145,23 @@ export function wordGroups(tokens) {
   return [words, groups];
 }
 
+function wordAlignment(cross, words) {
+  // the server's default word alignment (aiayn.web.alignment, `aiayn translate --alignment`): the last decoder
+  // layer's mean over its heads, subwords merged (keys summed per word, queries averaged per word); each output
+  // word (not </s>) linked to the source word (not </s>) it attends most. cross: [layer][head][query][key]
+  const layer = cross[cross.length - 1], [srcWords, srcGroups] = words.source, [tgtWords, tgtGroups] = words.target;
+  const nSrc = srcWords.length - (srcWords.at(-1) === "</s>"), nTgt = tgtWords.length - (tgtWords.at(-1) === "</s>");
+  const weight = (j, i) => layer.reduce((total, head) => total + tgtGroups[j].reduce((rows, q) =>
+    rows + srcGroups[i].reduce((keys, k) => keys + head[q][k], 0), 0) / tgtGroups[j].length, 0) / layer.length;
+  const links = [];
+  for (let j = 0; j < nTgt; j++) {
+    let best = 0;
+    for (let i = 1; i < nSrc; i++) if (weight(j, i) > weight(j, best)) best = i;  // the first of equals
+    links.push(`${best}-${j}`);
+  }
+  return {links: links.join(" "), layer: cross.length - 1, head: null, chosen: "default"};
+}
+
 function encoded(E, text, target) {
   // -> [source ids with </s>, the target's ids or null], within the model's positions
   const f = E.facts, sourceIds = [...E.tokenizer.encodeIds(text), f.eos_id];
@@ -180,15 +197,15 @@ export async function translateInBrowser(base, {text, target = "", targetPrefix 
   const last = await E.decoder.run({src, memory, tgt_in: ids(E, inputIds)});
   const piece = id => E.pieces.target[id], sourceTokens = sourceIds.map(id => E.pieces.source[id]);
   const targetTokens = targetIds.map(piece), targetInputTokens = inputIds.map(piece);
+  const words = {source: wordGroups(sourceTokens), target: wordGroups(targetTokens),
+                 target_input: wordGroups(targetInputTokens)};
+  const maps = {encoder_self: nested(encoderSelf), decoder_self: nested(last.decoder_self), cross: nested(last.cross)};
   return {
     translation: forcedIds ? target : E.tokenizer.decodeIds(best.tokens), arch: "transformer",
     teacher_forced: Boolean(forcedIds), source_tokens: sourceTokens, target_tokens: targetTokens,
     target_input_tokens: targetInputTokens, source_ids: sourceIds, target_input_ids: inputIds, score: best.score,
     stopped_at_limit: !best.eos, token_probs: tokenProbs(last.logits, targetIds),
-    words: {source: wordGroups(sourceTokens), target: wordGroups(targetTokens),
-            target_input: wordGroups(targetInputTokens)},
-    alignment: null, warnings: [],
-    maps: {encoder_self: nested(encoderSelf), decoder_self: nested(last.decoder_self), cross: nested(last.cross)},
+    words, alignment: wordAlignment(maps.cross, words), warnings: [], maps,
   };
 }
 

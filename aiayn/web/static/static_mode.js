@@ -9,9 +9,9 @@ import {lang} from "./i18n.js";
 const WORDS = {
   en: {
     note: "This page runs the model in your browser (onnxruntime-web, WebAssembly), with no server: " +
-          "translation with beam search, post-editing, the maps of a target you give, and the three kinds of " +
-          "attention maps. The step-by-step computation, the FFN and scores panels, the word alignment and the " +
-          "training timeline need the server: `aiayn serve --model M`.",
+          "translation with beam search, post-editing, the maps of a target you give, the three kinds of attention " +
+          "maps and the word alignment. The step-by-step computation, the FFN and scores panels and the training " +
+          "timeline need the server: `aiayn serve --model M`.",
     needs: "{what} needs the server (aiayn serve): this page runs the model in the browser, which gives " +
            "translations and their attention maps.",
     step: "The step-by-step computation",
@@ -21,8 +21,8 @@ const WORDS = {
   },
   ko: {
     note: "이 페이지는 서버 없이 브라우저에서 모델을 실행합니다(onnxruntime-web, WebAssembly). 빔 서치 번역, " +
-          "후편집, 직접 넣은 번역문의 어텐션 맵, 세 종류의 어텐션 맵을 볼 수 있습니다. 단계별 계산, FFN·스코어 " +
-          "패널, 단어 정렬, 학습 타임라인은 서버가 있어야 합니다: `aiayn serve --model M`.",
+          "후편집, 직접 넣은 번역문의 어텐션 맵, 세 종류의 어텐션 맵과 단어 정렬을 볼 수 있습니다. 단계별 계산, " +
+          "FFN·스코어 패널, 학습 타임라인은 서버가 있어야 합니다: `aiayn serve --model M`.",
     needs: "{what}에는 서버(aiayn serve)가 필요합니다. 이 페이지는 브라우저에서 모델을 실행해 번역과 어텐션 맵을 " +
            "보여 줍니다.",
     step: "단계별 계산",
