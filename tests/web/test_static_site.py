@@ -21,7 +21,7 @@ import pytest
 
 from tests.model_helpers import model_dir
 from tests.paths import REPO
-from tests.serving import free_port
+from tests.serving import free_port, serving
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 NODE_MODULES = Path(os.environ.get("AIAYN_NODE_MODULES", REPO / "node_modules"))
@@ -185,6 +185,23 @@ def test_static_site_post_edits_as_the_server(page, site_url, model):
     assert page.text_content("#translation") == expected.text
     last = expected.attention["cross"].shape[0] - 1
     assert np.abs(drawn(page, "cross", last, 0) - expected.attention["cross"][last, 0]).max() < TOL
+
+
+def test_static_site_warns_as_the_served_page(page, browser, site_url, model):
+    """Unknown pieces and an output cut at its length limit (an untrained model's): the same warnings as the
+    page `aiayn serve` serves, which adds the hallucination diagnostics' (they need the server)."""
+    from aiayn.decoding.translator import Translator
+    from aiayn.web.app import create_app
+
+    text = "forty ☃ five"
+    served_page = browser.new_page()
+    with serving(create_app(Translator.from_pretrained(model))) as url:
+        translate(served_page, url, text)
+        served = served_page.text_content("#warning")
+    served_page.close()
+    translate(page, site_url, text)
+    ours = page.text_content("#warning")  # the served page adds the diagnostics' warnings after these
+    assert "unknown to this model" in ours and "stopped" in ours and served.startswith(ours), (ours, served)
 
 
 def test_static_site_opens_the_model_its_address_names(page, site_url, other_model):

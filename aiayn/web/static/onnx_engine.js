@@ -162,6 +162,23 @@ function wordAlignment(cross, words) {
   return {links: links.join(" "), layer: cross.length - 1, head: null, chosen: "default"};
 }
 
+function warnings(E, sourceTokens, stopped) {
+  // aiayn.inspect.quality.warnings.input_warnings' codes that need no more than the pieces: unknown and byte
+  // pieces (mostly_unknown above half of them), and an output that stopped at its length limit
+  const unk = E.pieces.source[E.facts.unk_id];
+  const pieces = sourceTokens.filter(p => p !== "</s>" && p !== "▁");  // a lone word boundary carries no text
+  const unknown = pieces.filter(p => p === unk).length;
+  const bytes = pieces.filter(p => p.startsWith("<0x") && p.endsWith(">")).length;
+  const found = [];
+  if (pieces.length && (unknown + bytes) / pieces.length > 0.5) {
+    found.push({code: "mostly_unknown", n: unknown + bytes, of: pieces.length});
+  } else if (unknown) {
+    found.push({code: "unk", n: unknown, unk});
+  }
+  if (stopped) found.push({code: "stopped_at_limit"});
+  return found;
+}
+
 function encoded(E, text, target) {
   // -> [source ids with </s>, the target's ids or null], within the model's positions
   const f = E.facts, sourceIds = [...E.tokenizer.encodeIds(text), f.eos_id];
@@ -205,7 +222,7 @@ export async function translateInBrowser(base, {text, target = "", targetPrefix 
     teacher_forced: Boolean(forcedIds), source_tokens: sourceTokens, target_tokens: targetTokens,
     target_input_tokens: targetInputTokens, source_ids: sourceIds, target_input_ids: inputIds, score: best.score,
     stopped_at_limit: !best.eos, token_probs: tokenProbs(last.logits, targetIds),
-    words, alignment: wordAlignment(maps.cross, words), warnings: [], maps,
+    words, alignment: wordAlignment(maps.cross, words), warnings: warnings(E, sourceTokens, !best.eos), maps,
   };
 }
 
