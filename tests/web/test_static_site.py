@@ -189,19 +189,29 @@ def test_static_site_post_edits_as_the_server(page, site_url, model):
 
 def test_static_site_warns_as_the_served_page(page, browser, site_url, model):
     """Unknown pieces and an output cut at its length limit (an untrained model's): the same warnings as the
-    page `aiayn serve` serves, which adds the hallucination diagnostics' (they need the server)."""
+    page `aiayn serve` serves, which adds the hallucination diagnostics' (they need the server); a text of too
+    many pieces: the same refusal."""
     from aiayn.decoding.translator import Translator
     from aiayn.web.app import create_app
 
     text = "forty ☃ five"
-    served_page = browser.new_page()
+    served_page, long = browser.new_page(), " ".join(["zz"] * 100)  # 300 characters, over 128 pieces
     with serving(create_app(Translator.from_pretrained(model))) as url:
         translate(served_page, url, text)
         served = served_page.text_content("#warning")
+        too_long = refused(served_page, long)
     served_page.close()
     translate(page, site_url, text)
     ours = page.text_content("#warning")  # the served page adds the diagnostics' warnings after these
     assert "unknown to this model" in ours and "stopped" in ours and served.startswith(ours), (ours, served)
+    assert "subword tokens" in too_long and refused(page, long) == too_long
+
+
+def refused(page, text) -> str:
+    page.fill("#text", text)
+    page.click("#translate")
+    page.wait_for_selector("#error:not(:empty)")
+    return page.text_content("#error")
 
 
 def test_static_site_opens_the_model_its_address_names(page, site_url, other_model):

@@ -179,23 +179,28 @@ function warnings(E, sourceTokens, stopped) {
   return found;
 }
 
-function encoded(E, text, target) {
-  // -> [source ids with </s>, the target's ids or null], within the model's positions
+export class TooLong extends Error {
+  // a text or target of n pieces (with </s>) where at most max fit: the page words it (err.too_many_tokens)
+  constructor(n, max) { super(`${n} subword tokens, at most ${max}`); this.n = n; this.max = max; }
+}
+
+function encoded(E, text, target, maxSource) {
+  // -> [source ids with </s>, the target's ids or null], within the server's source limit and the model's
+  // positions
   const f = E.facts, sourceIds = [...E.tokenizer.encodeIds(text), f.eos_id];
   const forcedIds = target.trim() ? E.tokenizer.encodeIds(target) : null;
-  if (sourceIds.length > f.max_positions || (forcedIds && forcedIds.length + 1 > f.max_positions)) {
-    throw new RangeError(`${forcedIds && sourceIds.length <= f.max_positions ? "target" : "text"}: longer than ` +
-                         `the model's ${f.max_positions} positions`);
-  }
+  const max = Math.min(maxSource, f.max_positions);
+  if (sourceIds.length > max) throw new TooLong(sourceIds.length, max);
+  if (forcedIds && forcedIds.length + 1 > f.max_positions) throw new TooLong(forcedIds.length + 1, f.max_positions);
   return [sourceIds, forcedIds];
 }
 
 export async function translateInBrowser(base, {text, target = "", targetPrefix = "", beam = 1, alpha = 0.6,
-                                                form = "gnmt", nBest = 0}) {
+                                                form = "gnmt", nBest = 0, maxSource = Infinity}) {
   // one sentence -> the page's translation answer, or with nBest > 0 the plain answer {translation, score,
   // n_best: [[text, score], ...]}; target (not blank): its maps, teacher-forced; targetPrefix: a text the
-  // translation starts with (a post-edit's pick)
-  const E = await engine(base), f = E.facts, [sourceIds, forcedIds] = encoded(E, text, target);
+  // translation starts with (a post-edit's pick); maxSource: the source's most pieces, with </s>
+  const E = await engine(base), f = E.facts, [sourceIds, forcedIds] = encoded(E, text, target, maxSource);
   const prefix = targetPrefix.trim() ? E.tokenizer.encodeIds(targetPrefix) : [];
   const src = ids(E, sourceIds);
   const {memory, encoder_self: encoderSelf} = await E.encoder.run({src});

@@ -4,7 +4,7 @@
 // was built with, translations by the model running in the browser (onnx_engine.js: beam search, n-best lists,
 // a given target's maps, post-editing's alternatives and re-decoding after a pick), and everything that needs
 // the server by one sentence, in the page's language, saying so.
-import {lang} from "./i18n.js";
+import {lang, t} from "./i18n.js";
 
 const WORDS = {
   en: {
@@ -16,7 +16,7 @@ const WORDS = {
            "translations and their attention maps.",
     step: "The step-by-step computation",
     timeline: "The training timeline", other: "This request",
-    failed: "The model did not load in this browser: {error}",
+    failed: "The model could not run in this browser: {error}",
     model: "This site has no model named “{name}”: ?model= takes one of {names}.",
   },
   ko: {
@@ -27,7 +27,7 @@ const WORDS = {
            "보여 줍니다.",
     step: "단계별 계산",
     timeline: "학습 타임라인", other: "이 요청",
-    failed: "이 브라우저에서 모델을 불러오지 못했습니다: {error}",
+    failed: "이 브라우저에서 모델을 실행하지 못했습니다: {error}",
     model: "이 사이트에 없는 모델입니다: “{name}”. ?model=에는 {names} 중 하나를 넣으세요.",
   },
 };
@@ -98,14 +98,15 @@ function needsServer(what) { return new Error(say("needs", {what: say(what)})); 
 
 async function translate(cfg, body) {
   const decode = state.info.decode, beam = body.beam === null || body.beam === undefined ? decode.beam : body.beam;
-  const {translateInBrowser} = await import("./onnx_engine.js");
+  const {translateInBrowser, TooLong} = await import("./onnx_engine.js");
   let answer;
   try {
     answer = await translateInBrowser(new URL(cfg.model, cfg.base).href, {
       text: body.text, target: body.target || "", targetPrefix: body.target_prefix || "", beam: Number(beam),
-      alpha: decode.alpha,
-      form: decode.length_penalty_form, nBest: body.attention === false ? Number(body.n_best || 1) : 0});
+      alpha: decode.alpha, form: decode.length_penalty_form, maxSource: state.info.max_source_tokens,
+      nBest: body.attention === false ? Number(body.n_best || 1) : 0});
   } catch (e) {
+    if (e instanceof TooLong) throw new Error(t("err.too_many_tokens", {n: e.n, max: e.max}));
     throw new Error(say("failed", {error: e && e.message ? e.message : String(e)}));
   }
   return {...answer, arch: state.info.arch};
