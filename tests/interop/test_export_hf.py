@@ -297,7 +297,8 @@ def test_model_card_names_licence_data_config_and_what_is_recorded(tokenizer, tm
 @pytest.mark.slow
 def test_model_card_of_a_run_says_how_it_was_trained(trained, exported):
     card = (exported["joint"] / "README.md").read_text(encoding="utf-8")
-    steps = [json.loads(line) for line in (trained["joint"].parent / "metrics.jsonl").read_text().splitlines()]
+    run = trained["joint"].parents[1]  # RUN/checkpoints/step_N
+    steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert f"{steps[-1]['step']} steps in" in card and "aiayn train config.yaml" in card
 
 
