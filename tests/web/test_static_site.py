@@ -220,6 +220,7 @@ def test_static_site_opens_the_model_its_address_names(page, site_url, other_mod
     ours = Translator.from_pretrained(other_model).translate([SENTENCES[1]], beam=1, return_attention=True)[0]
     translate(page, site_url + "?model=other", SENTENCES[1], beam=1)
     assert page.text_content("#translation") == ours.text
+    assert "model=other" in page.url  # the address the page rewrote after translating still names the model
     cross = ours.attention["cross"]  # (1, H, T, S): one decoder layer
     assert np.abs(drawn(page, "cross", 0, 2) - cross[0, 2]).max() < TOL
     page.goto(site_url + "?model=nothing")

@@ -19,6 +19,8 @@ export function writeUrl(S, text, target) {
   // no maps up: only the language changes (a sentence that failed to translate stays in the address)
   const p = S.data ? sentenceParams(S, text, target) : new URLSearchParams(text ? window.location.search : "");
   p.set("lang", lang());
+  const model = new URLSearchParams(window.location.search).get("model");  // a static site's choice, kept
+  if (model !== null) p.set("model", model);
   if (S.data && S.open) p.set("open", S.open);
   const url = `${window.location.pathname}?${p.toString()}${window.location.hash}`;
   if (url !== window.location.pathname + window.location.search + window.location.hash) {
