@@ -89,21 +89,41 @@ def int8_project(x_rows: torch.Tensor, weight: tuple[torch.Tensor, torch.Tensor]
 
 
 # ---- traced code (aiayn.decoding.compiled): the weight's form made once, kept as a buffer of the traced module --
-def traced_weight(weight: torch.Tensor, compute_type: str) -> tuple[torch.Tensor, ...]:
-    """(out, in) float32 -> the tensors traced_linear multiplies by: the (out, in) bfloat16 weight, or
-    int8_weight's pair. Made before tracing: converted inside the trace, inductor did not fold the conversion
-    into a constant, and the compiled int8 step re-quantized every weight at every step (1.0 against 9.0
-    sentences/s at paper-base size, batch 1)."""
-    if compute_type == "bfloat16":
+# The products a traced step makes, by compute type and by how many rows it multiplies: "int8_bfloat16" is
+# int8 weights by bfloat16 inputs (weight-only quantization: no input scale, so rows stay independent), which
+# inductor's C++ GEMM template reads as int8 and multiplies without converting the weight first. At a few rows
+# a product streams its weight from memory, so a quarter of the bytes is what counts: the (4, 128) x
+# (128, 10000) output layer took 61 us against float32's 100 us and torch._int_mm's 89 us (which needs 17
+# rows or more and quantizes its input), one thread, EPYC-F. At many rows the int8 x int8 products of VNNI win.
+def traced_products(compute_type: str, few_rows: bool) -> str:
+    """The products of a traced step: the compute type's own, or "int8_bfloat16" for int8 at few rows."""
+    return "int8_bfloat16" if compute_type == "int8" and few_rows else compute_type
+
+
+def traced_weight(weight: torch.Tensor, products: str) -> tuple[torch.Tensor, ...]:
+    """(out, in) float32 -> the tensors traced_linear multiplies by: the (out, in) bfloat16 weight;
+    int8_weight's pair; for "int8_bfloat16" the (out, in) int8 weight and its (out,) bfloat16 scales (the
+    form torch._weight_int8pack_mm takes). Made before tracing: converted inside the trace, inductor did not
+    fold the conversion into a constant, and the compiled int8 step re-quantized every weight at every step
+    (1.0 against 9.0 sentences/s at paper-base size, batch 1)."""
+    if products == "bfloat16":
         return (weight.detach().to(torch.bfloat16),)
-    return int8_weight(weight)
+    quantized_t, scale = int8_weight(weight)
+    if products == "int8_bfloat16":
+        return quantized_t.t().contiguous(), scale.to(torch.bfloat16)
+    return quantized_t, scale
 
 
 def traced_linear(x: torch.Tensor, form: tuple[torch.Tensor, ...], bias: torch.Tensor | None,
-                  compute_type: str) -> torch.Tensor:
+                  products: str) -> torch.Tensor:
     """x (..., in) by a weight in traced_weight's form -> (..., out) float32."""
-    if compute_type == "bfloat16":
+    rows = x.reshape(-1, x.size(-1))
+    if products == "bfloat16":
         bias = None if bias is None else bias.to(torch.bfloat16)
-        return nn.functional.linear(x.to(torch.bfloat16), form[0], bias).float()
-    out = int8_project(x.reshape(-1, x.size(-1)), form, bias)
+        out = nn.functional.linear(rows.to(torch.bfloat16), form[0], bias).float()
+    elif products == "int8_bfloat16":
+        out = torch._weight_int8pack_mm(rows.to(torch.bfloat16), *form).float()
+        out = out if bias is None else out + bias
+    else:
+        out = int8_project(rows, form, bias)
     return out.view(*x.shape[:-1], out.size(-1))

@@ -1,5 +1,5 @@
 """A compiled decoding step for the Transformer: `Translator.from_pretrained(..., compile=True)`,
-`aiayn translate/evaluate/serve --compile`. Opt-in, CPU, float32, beam search without attention maps.
+`aiayn translate/evaluate/serve --compile`. Opt-in, CPU, every compute type, beam search without attention maps.
 
 Why: with beam 4 at batch 1 a decoding step multiplies 4 rows by every weight of the decoder, about 140
 small torch operations, each paying Python's and torch's dispatch cost (2-10 us), and MKL's products of 4
@@ -26,6 +26,7 @@ only when sentences leave the batch. The step is compiled twice: for few rows wi
 (tuned for them), for many rows with ATen's (oneDNN/MKL: faster there); SMALL_ROWS divides them.
 """
 
+import functools
 import shutil
 import warnings
 from dataclasses import dataclass
@@ -45,6 +46,9 @@ from aiayn.errors import AiaynError
 CAPACITY_STEP = 32  # positions added to the self-attention cache when it is full
 SMALL_ROWS = 64  # steps of up to this many rows take the step compiled for few rows (see INDUCTOR_CONFIG);
 # 32, 64 and 128 decoded batch 64 alike (164.6-171.4 sentences/s, one thread, two runs each)
+# int8: up to 16 rows (batch 4 at beam 4), where products stream their weights and int8 weights by bfloat16
+# inputs win (aiayn.cpu.compute_types.traced_products); from there VNNI's int8 x int8 products of the other step
+INT8_SMALL_ROWS = 16
 # larger sources (B x S tokens, padding included) are encoded eagerly: the compiled encoder took 0.68 against
 # 1.51 ms for 1 x 15 tokens, 1.92 against 2.33 for 2 x 20, but 3.88 against 3.31 for 4 x 20 and twice the
 # eager time from 8 x 32 to 64 x 32 (its products tuned to the small example it was exported with)
@@ -55,8 +59,9 @@ MAX_ENCODE_TOKENS = 48
 class CompiledState:
     """What the compiled step carries. self_k/self_v (C, L, R0, H, d_head): slot r of position t holds the
     keys/values of the row that was r at step t; the step writes [t, :, :R] in place; positions from t on
-    are not yet written (uninitialized memory, never read). ancestors (R_prev, t): for each row of the
-    previous step, the slot of each of its positions (its history's path through the beams); rows (R,):
+    are not yet written (uninitialized memory, never read). ancestors (R_prev, t + 1): for each row of the
+    previous step, the slot of each of its positions (its history's path through the beams) and a last column
+    for this step's (set by the step); rows (R,):
     which of those rows the next step continues (a pending select). cross_k/cross_v (L, B', H, S, d_head) and
     src_bias (B', S) per sentence; step: tokens decoded so far."""
 
@@ -89,6 +94,14 @@ EXPORT_CONFIG = dict(backed_size_oblivious=True, use_duck_shape=False)
 INDUCTOR_CONFIG = dict(freezing=True, max_autotune=True, autotune_num_choices_displayed=0,
                        max_autotune_report_choices_stats=False)
 GEMMS = {"small": "CPP", "large": "ATEN"}
+
+
+def _gemms(products: str, kind: str) -> str:
+    """Whose GEMMs a step of these products (aiayn.cpu.compute_types.traced_products) takes: GEMMS for
+    float32, and inductor's C++ template for int8 weights by bfloat16 inputs (the step for few rows). The
+    other low-precision products take ATen's (oneDNN's bfloat16, torch._int_mm): inductor's C++ GEMMs have no
+    int8 x int8 form, and without AMX their bfloat16 one multiplies in float32."""
+    return GEMMS[kind] if products in ("float32", "int8_bfloat16") else "ATEN"
 
 
 def _make_room(state: "CompiledState", rows: int) -> None:
@@ -178,8 +191,10 @@ class CompiledDecoder:
     decode_step: no guards are checked at run time, and one compiled step serves every size (the one for few
     rows up to small_rows, the other beyond)."""
 
-    def __init__(self, model, small_rows: int = SMALL_ROWS):
-        self.model, self.small_rows = model.eval(), small_rows
+    def __init__(self, model, small_rows: int | None = None):
+        """small_rows: the most rows a step for few rows takes (None: SMALL_ROWS, INT8_SMALL_ROWS for int8)."""
+        default = INT8_SMALL_ROWS if compute_type_of(model) == "int8" else SMALL_ROWS
+        self.model, self.small_rows = model.eval(), default if small_rows is None else small_rows
         self._steps = self._encode = None
         self._eager_encode = TracedEncoder(self.model)  # for sources over MAX_ENCODE_TOKENS (see there)
 
@@ -197,16 +212,16 @@ class CompiledDecoder:
         S = Dim("S", min=2, max=self.model.positional.table.size(0))  # sources longer are cut (translator.py)
         encode_inputs = (torch.full((3, 7), self.model.pad_id),), ({0: Dim("B", min=1, max=1 << 20), 1: S},)
 
-        # Low-precision products: ATen's (oneDNN's bfloat16, torch._int_mm), as inductor's C++ GEMMs have no
-        # int8 x int8 form and without AMX their bfloat16 one multiplies in float32; and the encoder eager, on
-        # its prepared weights (traced, it would convert every weight at every call).
+        # A low-precision encoder runs eagerly, on its prepared weights (traced, it would convert every weight
+        # at every call).
         low_precision = compute_type_of(self.model) != "float32"
         names = ["step_small.pt2", "step_large.pt2"] + ([] if low_precision else ["encode.pt2"])
 
         def build(directory: Path) -> None:
-            for kind, gemms in GEMMS.items():
-                _package(TracedStep(self.model), *example_inputs(self.model, kind), directory / f"step_{kind}.pt2",
-                         "ATEN" if low_precision else gemms)
+            for kind in GEMMS:
+                step = TracedStep(self.model, few_rows=kind == "small")
+                _package(step, *example_inputs(self.model, kind), directory / f"step_{kind}.pt2",
+                         _gemms(step.products, kind))
             if not low_precision:
                 _package(TracedEncoder(self.model), *encode_inputs, directory / "encode.pt2")
 
@@ -235,7 +250,7 @@ class CompiledDecoder:
         decode_step)."""
         B, (L, _, H, _, d) = src.size(0), memory.cross_k.shape
         self_k = memory.cross_k.new_empty(CAPACITY_STEP, L, 2 * B, H, d)
-        return CompiledState(self_k, torch.empty_like(self_k), torch.zeros(B, 0, dtype=torch.long),
+        return CompiledState(self_k, torch.empty_like(self_k), torch.zeros(B, 1, dtype=torch.long),
                              torch.arange(B), memory.cross_k, memory.cross_v, memory.src_bias, 0)
 
     def decode_step(self, tokens: torch.Tensor, state: CompiledState, return_attention: bool = False):
@@ -245,8 +260,8 @@ class CompiledDecoder:
         it for one)."""
         if return_attention:
             raise ValueError("the compiled step returns no attention maps: decode with the model itself")
-        log_probs, state, _ = self._step(tokens, state, None, 1, (self.model.pad_id, self.model.pad_id))
-        return log_probs, state, None
+        (logits, log_norm), state, _ = self._step(tokens, state, None, 1, (self.model.pad_id, self.model.pad_id))
+        return logits - log_norm, state, None
 
     def step_candidates(self, tokens: torch.Tensor, state: CompiledState, scores: torch.Tensor, n: int,
                         forbidden: tuple[int, int]):
@@ -257,8 +272,8 @@ class CompiledDecoder:
         return candidates, state
 
     def _step(self, tokens, state, scores, n, forbidden):
-        """(log_probs, state, candidates) from a compiled step. scores None: no candidates wanted (n = 1 from
-        zero scores)."""
+        """((logits (R, V), log_norm (R, 1)): the log-probs are their difference, state, candidates) from a
+        compiled step. scores None: no candidates wanted (n = 1 from zero scores)."""
         R = tokens.size(0)
         scores = torch.zeros(R) if scores is None else scores.reshape(R)
         if R == state.src_bias.size(0):  # one row per sentence: see decode_step
@@ -267,21 +282,47 @@ class CompiledDecoder:
 
     def _step_twice(self, tokens, state, scores, n, forbidden):
         twice = torch.stack([scores, torch.full_like(scores, float("-inf"))], 1).view(-1)  # copies never chosen
-        log_probs, state, (values, origin, token) = self._compiled_step(
+        (logits, log_norm), state, (values, origin, token) = self._compiled_step(
             tokens.repeat_interleave(2), state, state.rows.repeat_interleave(2), twice, n, forbidden)
         # the first of each pair: its position t is in slot 2r (slots 2r + 1 are never read); origin is 0
         first = torch.arange(0, 2 * tokens.size(0), 2)
-        state.ancestors, state.rows = state.ancestors.index_select(0, first), torch.arange(tokens.size(0))
-        return log_probs.index_select(0, first), state, (values, origin, token)
+        state.ancestors, state.rows = state.ancestors.index_select(0, first), _rows(tokens.size(0))
+        return (logits.index_select(0, first), log_norm.index_select(0, first)), state, (values, origin, token)
 
     def _compiled_step(self, tokens, state, rows, scores, n, forbidden):
         R, t = tokens.size(0), state.step
         _make_room(state, R)
         step = self._compiled()[0]["small" if R <= self.small_rows else "large"]
-        log_probs, ancestors, k, v, *candidates = step(
-            tokens, torch.tensor([t]), rows, F.pad(state.ancestors, (0, 1)), state.self_k[:t + 1],
-            state.self_v[:t + 1], state.cross_k, state.cross_v, state.src_bias, scores, torch.tensor(forbidden),
-            torch.empty(n))
+        banned = _forbidden(self.model.generator.weight.size(0), *forbidden)
+        logits, log_norm, ancestors, k, v, *candidates = step(
+            tokens, _constant(t), rows, state.ancestors, state.self_k[:t + 1], state.self_v[:t + 1], state.cross_k,
+            state.cross_v, state.src_bias, scores, banned, _sized(n))
         state.self_k[t, :, :R], state.self_v[t, :, :R] = k, v  # slot r of position t: row r of this step
-        return log_probs, CompiledState(state.self_k, state.self_v, ancestors, torch.arange(R), state.cross_k,
-                                        state.cross_v, state.src_bias, t + 1), candidates
+        return (logits, log_norm), CompiledState(state.self_k, state.self_v, ancestors, _rows(R), state.cross_k,
+                                                 state.cross_v, state.src_bias, t + 1), candidates
+
+
+# The small tensors a step takes, made once: a batch-1 step is ~0.3 ms, and making each anew cost 2-5 us. The
+# compiled step only reads its inputs, and the search only selects from them (never writes).
+@functools.lru_cache(maxsize=1024)
+def _constant(*values: int) -> torch.Tensor:
+    return torch.tensor(values)
+
+
+@functools.lru_cache(maxsize=1024)
+def _rows(count: int) -> torch.Tensor:
+    return torch.arange(count)
+
+
+@functools.lru_cache(maxsize=64)
+def _forbidden(vocab_size: int, *tokens: int) -> torch.Tensor:
+    """(V,): -inf at `tokens`, 0 elsewhere, what the step adds to the log-probs before it picks candidates."""
+    row = torch.zeros(vocab_size)
+    row[list(tokens)] = float("-inf")
+    return row
+
+
+@functools.lru_cache(maxsize=64)
+def _sized(count: int) -> torch.Tensor:
+    """A tensor whose size says how many candidates the step finds (its values are not read)."""
+    return torch.zeros(count)

@@ -9,7 +9,7 @@ from torch.export import Dim
 from torch.nn import functional as F
 
 from aiayn.cpu import compute_type_of
-from aiayn.cpu.compute_types import traced_linear, traced_weight
+from aiayn.cpu.compute_types import traced_linear, traced_products, traced_weight
 from aiayn.decoding.beam import top_candidates
 
 
@@ -17,38 +17,42 @@ class TracedStep(torch.nn.Module):
     """The decoding step as a module, for torch.export: the model's weights are its parameters (inductor
     freezes them into the compiled step)."""
 
-    def __init__(self, model):
+    def __init__(self, model, *, few_rows: bool):
+        """few_rows: the step made for few rows (see aiayn.cpu.compute_types.traced_products)."""
         super().__init__()
         self.model = model
-        self.compute_type = compute_type_of(model)
+        self.products = traced_products(compute_type_of(model), few_rows)
         self.register_buffer("positions", model.positional.table.detach().clone(), persistent=False)  # (max_len, D)
-        if self.compute_type != "float32":  # the weights in their low-precision form, made once: constants
+        if self.products != "float32":  # the weights in their low-precision form, made once: constants
             for name, weight in step_weights(model).items():  # inductor freezes, never converted at a step
-                for i, tensor in enumerate(traced_weight(weight, self.compute_type)):
+                for i, tensor in enumerate(traced_weight(weight, self.products)):
                     self.register_buffer(f"w_{name}_{i}", tensor, persistent=False)
 
     def linear(self, x, name: str, weight, bias):
-        """x W^T + b in the step's compute type (aiayn.cpu.compute_types); name: the weight's in step_weights."""
-        if self.compute_type == "float32":
+        """x W^T + b in the step's products (aiayn.cpu.compute_types); name: the weight's in step_weights."""
+        if self.products == "float32":
             return F.linear(x, weight, bias)
-        parts = 1 if self.compute_type == "bfloat16" else 2
+        parts = 1 if self.products == "bfloat16" else 2
         form = tuple(getattr(self, f"w_{name}_{i}") for i in range(parts))
-        return traced_linear(x, form, bias, self.compute_type)
+        return traced_linear(x, form, bias, self.products)
 
     def forward(self, tokens, position, rows, ancestors, self_k, self_v, cross_k, cross_v, src_bias, hyp_scores,
                 forbidden, n_like):
         """tokens (R,), position (1,) = t, rows (R,) of ancestors (R_prev, t + 1) (its column t is set here);
         self_k/self_v (t + 1, L, R0, H, d_head) with positions 0..t-1 (position t's slots are not read);
-        cross_k/cross_v (L, B', H, S, d_head), src_bias (B', S) -> (log_probs (R, V), ancestors (R, t + 1),
+        cross_k/cross_v (L, B', H, S, d_head), src_bias (B', S) -> (logits (R, V) and log_norm (R, 1): the
+        log-probs are logits - log_norm, ancestors (R, t + 2): a column for the next step's,
         keys and values of position t (L, R, H, d_head), for the caller to cache, and beam search's
         n = n_like.size(0) candidates per sentence (values, origin row, token (B', n)) from the hypotheses'
-        scores hyp_scores (R,) and the log-probs with the `forbidden` tokens (pad, bos) at -inf).
+        scores hyp_scores (R,) and the log-probs plus `forbidden` (V,): -inf at the tokens no output may be (pad,
+        bos), 0 elsewhere).
         The sublayers of DecoderLayer.step with the weights read directly; self-attention reads position c of
         row r from slot ancestors[r, c] (no cache is copied when beams are reordered: only the table)."""
         m = self.model
         R, B, C = tokens.size(0), cross_k.size(1), self_k.size(0)
         x = m.tgt_embed(tokens) + self.positions.index_select(0, position)[0]  # (R, D), §3.4 + §3.5
         ancestors = ancestors.index_select(0, rows).index_copy(1, position, torch.arange(R)[:, None])  # (R, t + 1)
+        next_ancestors = F.pad(ancestors, (0, 1))  # (R, t + 2): a column for the next step's, set there
         steps = torch.arange(C)
         now = (steps == position)[None, :, None, None]  # (1, t + 1, 1, 1)
         new_k, new_v = [], []
@@ -82,15 +86,17 @@ class TracedStep(torch.nn.Module):
                                                 ffn.w_1.bias))
             out = self.linear(hidden, f"{i}_ffn_2", ffn.w_2.weight, ffn.w_2.bias)
             x = layer.sublayer_output(x, out, layer.ffn_norm)
-        logits = self.linear(m.decoder_norm(x), "generator", m.generator.weight, m.generator.bias)  # (R, V)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
-        # the forbidden tokens by comparison, not index_fill: inductor then vectorizes the fused loop over the
-        # log-probs and the candidates' block maxima (a 256-row step: 3.3 ms with index_fill)
-        token_ids = torch.arange(log_probs.size(1))
-        banned = (token_ids == forbidden[0]) | (token_ids == forbidden[1])
-        allowed = log_probs.masked_fill(banned, float("-inf")).view(B, R // B, -1)
+        logits = self.linear(m.decoder_norm(x), "generator", m.generator.weight, m.generator.bias).float()  # (R, V)
+        # the log-probs are logits - log_norm; returned as those two, not as a third (R, V) tensor the search
+        # never reads (it takes the candidates): at 256 rows x 10k words that was 10 MB written a step
+        log_norm = torch.logsumexp(logits, dim=-1, keepdim=True)  # (R, 1)
+        log_probs = logits - log_norm
+        # the forbidden tokens as an additive (V,) row of 0 / -inf: one vector load a block of the fused loop over
+        # the log-probs and the candidates' block maxima (index_fill broke that loop up: a 256-row step took
+        # 3.3 ms; comparing each column's index with the two ids cost two int64 vectors a block)
+        allowed = (log_probs + forbidden).view(B, R // B, -1)
         candidates = top_candidates(allowed, hyp_scores.view(B, R // B), n_like.size(0))
-        return log_probs, ancestors, torch.stack(new_k), torch.stack(new_v), *candidates
+        return logits, log_norm, next_ancestors, torch.stack(new_k), torch.stack(new_v), *candidates
 
 
 def step_weights(model) -> dict[str, torch.Tensor]:
@@ -135,8 +141,8 @@ def example_inputs(model, kind: str):
     inputs = (torch.full((R,), model.pad_id), torch.tensor([C - 1]), torch.arange(R),
               torch.zeros(R_prev, C, dtype=torch.long),
               torch.zeros(C, L, R0, H, d), torch.zeros(C, L, R0, H, d), torch.zeros(L, B, H, S, d),
-              torch.zeros(L, B, H, S, d), torch.zeros(B, S), torch.zeros(R), torch.tensor([0, 1]),
-              torch.zeros(9))
+              torch.zeros(L, B, H, S, d), torch.zeros(B, S), torch.zeros(R),
+              torch.zeros(model.generator.weight.size(0)), torch.zeros(9))
     sizes = ({0: rows}, None, {0: rows}, {0: before, 1: positions}, {0: positions, 2: slots},
              {0: positions, 2: slots}, {1: sentences, 3: length}, {1: sentences, 3: length},
              {0: sentences, 1: length}, {0: rows}, None, {0: Dim("n", min=1, max=1 << 20)})

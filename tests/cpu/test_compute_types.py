@@ -4,12 +4,14 @@ neighbours, every product equal to a reference computed by hand, and clear refus
 
 import pytest
 import torch
+import torch._inductor.config
 
 import aiayn.cpu.compute_types as compute_types
 from aiayn.cpu import compute_type_of, prepare_for_cpu, set_compute_type
 from aiayn.cpu.compute_types import check_compute_type, supported_compute_types
 from aiayn.cpu.linear import PackedInProjection, PackedLinear
 from aiayn.cpu.output_projection import PackedOutputProjection
+from aiayn.decoding.compiled import compiler_present
 from aiayn.errors import AiaynError
 from tests.model_helpers import PAD, random_batch, small_model, step_by_step_logprobs
 
@@ -143,6 +145,61 @@ def test_each_product_equals_the_reference_by_hand(compute_type, rows):
     for name, out in products.items():
         assert out.shape[:2] == (rows, 2), name
         _check_product(out.reshape(-1, out.size(-1)), expected[name].detach(), compute_type)
+
+
+def _int8_bfloat16_reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """W quantized per output channel (max |w| / 127 per row), its scales in bfloat16; x rounded to bfloat16,
+    not quantized; the sums exact (float64); without the bias."""
+    weight = weight.double()
+    w_scale = (weight.abs().amax(1) / 127).float()  # (out,), as int8_weight makes it
+    w_q = torch.round(weight / w_scale.double()[:, None]).clamp(-127, 127)
+    return (x.bfloat16().double() @ w_q.T) * w_scale.bfloat16().double()
+
+
+class _Int8Bfloat16(torch.nn.Module):
+    """A linear layer's product as the compiled step makes it at few rows: the weight's form in buffers."""
+
+    def __init__(self, layer: torch.nn.Linear):
+        super().__init__()
+        for i, tensor in enumerate(compute_types.traced_weight(layer.weight, "int8_bfloat16")):
+            self.register_buffer(f"w_{i}", tensor)
+        self.register_buffer("bias", layer.bias.detach().clone())
+
+    def forward(self, x):
+        return compute_types.traced_linear(x, (self.w_0, self.w_1), self.bias, "int8_bfloat16")
+
+
+@pytest.mark.parametrize("rows", [1, 4, 60])
+@pytest.mark.parametrize("traced", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_int8_weights_by_bfloat16_inputs_equal_the_reference_by_hand(rows, traced):
+    """The products of the compiled int8 step for few rows (traced_products): eagerly, and as inductor's C++
+    GEMM template makes them (traced: torch.compile, as the compiled step's package does)."""
+    if "int8" not in compute_types.supported_compute_types():
+        pytest.skip("this CPU or torch build runs no int8")
+    assert compute_types.traced_products("int8", few_rows=True) == "int8_bfloat16"
+    assert compute_types.traced_products("int8", few_rows=False) == "int8"
+    assert compute_types.traced_products("bfloat16", few_rows=True) == "bfloat16"
+    torch.manual_seed(rows)
+    layer = torch.nn.Linear(48, 40)
+    x = torch.randn(rows, 48) * torch.rand(rows, 1) * 4
+    product = _Int8Bfloat16(layer).eval()
+    if traced:  # the weight frozen into a constant, as in the compiled step: the C++ template needs that
+        if not compiler_present():
+            pytest.skip("inductor needs a C++ compiler")
+        config = dict(freezing=True, max_autotune=True, max_autotune_gemm_backends="CPP")
+        with torch._inductor.config.patch(**config), torch.no_grad():
+            out = torch.compile(product, dynamic=False)(x)
+    else:
+        with torch.inference_mode():
+            out = product(x)
+    assert out.dtype == torch.float32 and out.shape == (rows, 40)
+    # accumulated in float32, the product and its scaling each rounded to bfloat16 before the bias is added:
+    # within two bfloat16 steps of the product (not of the sum with the bias, which may nearly cancel it)
+    product = _int8_bfloat16_reference(x, layer.weight).detach()
+    error = (out.double() - (product + layer.bias.detach().double())).abs()
+    assert (error <= product.abs() * 2 ** -7 + 1e-5).all(), error.max()
+    # and not the float32 product: the weight is quantized (a check that could fail if it were not)
+    assert not torch.allclose(out, layer(x).detach(), rtol=0, atol=1e-6)
 
 
 def test_an_rnn_runs_float32_only():
