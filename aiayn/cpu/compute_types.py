@@ -9,7 +9,9 @@ by the model's weights at inference (decoding and scoring).
             product quantizes its input per row at run time (scale = max |x| / 127 per row), multiplies
             int8 x int8 -> int32 (torch._int_mm) and scales back to float32. Per-row input scales keep a
             sentence's numbers independent of its batch neighbours (one scale per tensor, as torch.ao's
-            dynamic quantization uses, would not); CTranslate2's int8 does the same.
+            dynamic quantization uses, would not); CTranslate2's int8 does the same. The compiled decoder
+            (--compile), at steps of few rows and in its encoder, multiplies the same int8 weights by
+            bfloat16 inputs instead (no input scale: rows stay independent), see traced_products.
 
 Only the products by weights change: the attention products QK^T and softmax x V, embeddings, LayerNorm
 and the log-softmax run in float32. Measured on a 2-core AMD EPYC with AVX512-BF16, one thread, a

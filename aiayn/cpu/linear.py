@@ -15,12 +15,13 @@ beam search with those products was 4-5% faster at batch 1 and batch 64 than wit
 (out, in) weight (interleaved runs, the same outputs; BENCHMARKS.md, decoding speed).
 """
 
+import contextlib
 import functools
 
 import torch
 from torch import nn
 
-from aiayn.cpu.compute_types import bfloat16_project, int8_project
+from aiayn.cpu.compute_types import bfloat16_project, int8_project, traced_linear, traced_weight
 from aiayn.cpu.prepared_weight import PreparedWeight, packs
 from aiayn.model.attention import InProjection
 
@@ -72,6 +73,37 @@ def project(x_rows: torch.Tensor, prepared: torch.Tensor, bias: torch.Tensor | N
     return x_rows @ prepared if bias is None else torch.addmm(bias, x_rows, prepared)
 
 
+TRACED = "traced_form"  # the buffers' names while traced_forms holds them
+
+
+@contextlib.contextmanager
+def traced_forms(modules: list[nn.Module], products: str, blocks: tuple[int, int] | None = None):
+    """For the time of a trace (torch.export), each PackedLinear of `modules` holds its weight in
+    compute_types.traced_weight's form for `products` as non-persistent buffers (with `blocks` (first, last),
+    that row block of a PackedInProjection instead), and its traced product multiplies by them: the weights'
+    low-precision forms become constants of the compiled code, made once (converted inside the trace, they were
+    converted at every call). Gone afterwards: the model saves and decodes as before."""
+    held = []
+    try:
+        for module in modules:
+            weight, name = module.weight, TRACED
+            if blocks is not None:
+                first, last = blocks
+                weight, name = weight[first * module.in_features:last * module.in_features], f"{TRACED}_{first}_{last}"
+            form = traced_weight(weight, products)
+            for i, tensor in enumerate(form):
+                module.register_buffer(f"{name}_{i}", tensor, persistent=False)
+                held.append((module, f"{name}_{i}"))
+            if blocks is None:
+                module.register_buffer(TRACED, torch.empty(0), persistent=False)
+                held.append((module, TRACED))
+            module.traced_products, module.traced_parts = products, len(form)
+        yield
+    finally:
+        for module, name in held:
+            del module._buffers[name]
+
+
 class PackedLinear(nn.Linear):
     """nn.Linear (the same parameters, the same checkpoints) whose inference-time products go through
     `linear`, in its `compute_type` (set by prepare_for_cpu). `of` makes one from a model's nn.Linear."""
@@ -95,7 +127,12 @@ class PackedLinear(nn.Linear):
         return fast.train(plain.training)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling() and TRACED in self._buffers:  # see traced_forms
+            return traced_linear(x, self._traced_form(TRACED), self.bias, self.traced_products)
         return linear(x, self.weight, self.bias, self._packed, self.compute_type)
+
+    def _traced_form(self, name: str) -> tuple[torch.Tensor, ...]:
+        return tuple(self._buffers[f"{name}_{i}"] for i in range(self.traced_parts))
 
     def train(self, mode: bool = True):
         """Forgets the packed weight: an optimizer may have changed the weight without a version bump
@@ -115,6 +152,9 @@ class PackedInProjection(PackedLinear, InProjection):
     def blocks(self, x: torch.Tensor, first: int, last: int) -> torch.Tensor:
         rows = slice(first * self.in_features, last * self.in_features)
         bias = None if self.bias is None else self.bias[rows]
+        name = f"{TRACED}_{first}_{last}"
+        if torch.compiler.is_compiling() and f"{name}_0" in self._buffers:  # see traced_forms
+            return traced_linear(x, self._traced_form(name), bias, self.traced_products)
         packed = self._packed_blocks.get((first, last))
         if packed is None:
             packed = self._packed_blocks[first, last] = PreparedWeight()

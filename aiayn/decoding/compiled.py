@@ -26,6 +26,7 @@ only when sentences leave the batch. The step is compiled twice: for few rows wi
 (tuned for them), for many rows with ATen's (oneDNN/MKL: faster there); SMALL_ROWS divides them.
 """
 
+import contextlib
 import functools
 import shutil
 import warnings
@@ -39,6 +40,8 @@ from torch.export import Dim
 from torch.nn import functional as F
 
 from aiayn.cpu import compute_type_of
+from aiayn.cpu.compute_types import traced_products
+from aiayn.cpu.linear import PackedLinear, traced_forms
 from aiayn.decoding.compiled_cache import cached, fingerprint
 from aiayn.decoding.compiled_step import TracedEncoder, TracedStep, example_inputs
 from aiayn.errors import AiaynError
@@ -212,21 +215,30 @@ class CompiledDecoder:
         S = Dim("S", min=2, max=self.model.positional.table.size(0))  # sources longer are cut (translator.py)
         encode_inputs = (torch.full((3, 7), self.model.pad_id),), ({0: Dim("B", min=1, max=1 << 20), 1: S},)
 
-        # A low-precision encoder runs eagerly, on its prepared weights (traced, it would convert every weight
-        # at every call).
-        low_precision = compute_type_of(self.model) != "float32"
-        names = ["step_small.pt2", "step_large.pt2"] + ([] if low_precision else ["encode.pt2"])
-
         def build(directory: Path) -> None:
             for kind in GEMMS:
                 step = TracedStep(self.model, few_rows=kind == "small")
                 _package(step, *example_inputs(self.model, kind), directory / f"step_{kind}.pt2",
                          _gemms(step.products, kind))
-            if not low_precision:
-                _package(TracedEncoder(self.model), *encode_inputs, directory / "encode.pt2")
+            products = traced_products(compute_type_of(self.model), few_rows=True)  # MAX_ENCODE_TOKENS rows at most
+            with self._encoder_forms(products):
+                _package(TracedEncoder(self.model), *encode_inputs, directory / "encode.pt2", _gemms(products, "small"))
 
-        small, large, *encode = cached(fingerprint(self.model), names, build, _load)
-        return {"small": small, "large": large}, (encode[0] if encode else None)
+        small, large, encode = cached(fingerprint(self.model), ["step_small.pt2", "step_large.pt2", "encode.pt2"],
+                                      build, _load)
+        return {"small": small, "large": large}, encode
+
+    @contextlib.contextmanager
+    def _encoder_forms(self, products: str):
+        """The encoder's weights and the decoder's cross-attention K/V weights in their traced low-precision
+        form while the encoder is traced (aiayn.cpu.linear.traced_forms); float32: as they are."""
+        if products == "float32":
+            yield
+            return
+        encoder = [m for layer in self.model.encoder_layers for m in layer.modules() if isinstance(m, PackedLinear)]
+        cross = [layer.cross_attn.in_proj for layer in self.model.decoder_layers]
+        with traced_forms(encoder, products), traced_forms(cross, products, blocks=(1, 3)):
+            yield
 
     def _compiled(self):
         if self._steps is None:
@@ -240,9 +252,7 @@ class CompiledDecoder:
             raise ValueError("the compiled decoder returns no attention maps: decode with the model itself")
         if src.size(1) == 1:  # sources of </s> alone: one padding position more (compiled for S >= 2)
             src = F.pad(src, (0, 1), value=self.model.pad_id)
-        compiled_encode = self._compiled()[1]  # None in a low-precision compute type (see _compile)
-        encode = compiled_encode if compiled_encode is not None and src.numel() <= MAX_ENCODE_TOKENS \
-            else self._eager_encode
+        encode = self._compiled()[1] if src.numel() <= MAX_ENCODE_TOKENS else self._eager_encode
         return Encoded(*encode(src)), None
 
     def init_state(self, memory: Encoded, src: torch.Tensor) -> CompiledState:

@@ -413,3 +413,43 @@ def test_large_sources_are_encoded_eagerly(model, monkeypatch, one_thread):
     with torch.inference_mode():
         _compiled_equals_eager(model)
     assert eager == [model]
+
+
+@needs_compiler
+@pytest.mark.parametrize("compute_type", ["bfloat16", "int8"])
+def test_a_low_precision_compiled_step_is_as_close_to_float32_as_the_eager_one(transformer_dir, compute_type,
+                                                                               one_thread):
+    """The compiled encoder and steps in a low-precision compute type (int8: int8 weights by bfloat16 inputs at
+    few rows, int8 x int8 beyond) against the float32 model's log-probs, step by step on the same tokens: within
+    the eager low-precision step's own error of float32's, and not equal to float32 (the products really are
+    low precision). Few rows and many rows (small_rows 2: steps of 3 sentences x 2 rows take the other step)."""
+    from aiayn.cpu import prepare_for_cpu, set_compute_type
+    from aiayn.cpu.compute_types import supported_compute_types
+    if compute_type not in supported_compute_types():
+        pytest.skip(f"this CPU runs no {compute_type}")
+    exact = prepare_for_cpu(load_checkpoint(transformer_dir, torch.device("cpu"))[0].eval())
+    low = prepare_for_cpu(load_checkpoint(transformer_dir, torch.device("cpu"))[0].eval())
+    set_compute_type(low, compute_type)
+    with torch.inference_mode():
+        _compare_steps(exact, low, _source(exact))
+
+
+def _compare_steps(exact, low, src):
+    """See test_a_low_precision_compiled_step_is_as_close_to_float32_as_the_eager_one."""
+    tokens = torch.ones(src.size(0), dtype=torch.long).repeat_interleave(2)
+    for small_rows in (1000, 2):
+        decoder = CompiledDecoder(low, small_rows=small_rows)
+        states = [m.init_state(m.encode(src)[0], src) for m in (exact, low)]
+        fast = decoder.init_state(decoder.encode(src)[0], src)
+        rows = torch.arange(src.size(0)).repeat_interleave(2)  # two rows a sentence from the first step on
+        states, fast = [s.select(rows) for s in states], fast.select(rows)
+        worst_eager = worst_compiled = 0.0
+        for _ in range(6):
+            reference, states[0], _ = exact.decode_step(tokens, states[0])
+            eager, states[1], _ = low.decode_step(tokens, states[1])
+            compiled, fast, _ = decoder.decode_step(tokens, fast)
+            top = reference > -10  # the log-probs that matter to a search; far tails differ in relative terms
+            worst_eager = max(worst_eager, (eager - reference)[top].abs().max().item())
+            worst_compiled = max(worst_compiled, (compiled - reference)[top].abs().max().item())
+            tokens = reference.argmax(-1)
+        assert 0 < worst_compiled <= 2 * worst_eager + 0.02, (small_rows, worst_compiled, worst_eager)
