@@ -182,9 +182,12 @@ def _package(module, inputs, sizes, path: Path, gemms: str = "CPP") -> None:
 
 
 def _load(path: Path):
-    with warnings.catch_warnings():  # torch 2.13 unpickling its own specs: not the user's concern
-        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
-        return _direct(torch._inductor.aoti_load_package(str(path)))
+    return _direct(torch._inductor.aoti_load_package(str(path)))
+
+
+# torch 2.13 warns about its own use of LeafSpec while it exports, loads and first runs a compiled package
+# (unpickling its specs, also in worker processes): not the user's concern, and it printed two lines a package
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*", category=FutureWarning)
 
 
 class CompiledDecoder:
