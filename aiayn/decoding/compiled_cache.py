@@ -59,7 +59,8 @@ def _cpu_flags() -> str:
 
 def _code_files() -> list[Path]:
     package = Path(__file__).resolve().parent.parent  # aiayn/
-    return (sorted((package / "model").glob("*.py")) + [package / "cpu" / name for name in ("compute_types.py", "linear.py")]
+    return (sorted((package / "model").glob("*.py"))
+            + [package / "cpu" / name for name in ("compute_types.py", "linear.py")]
             + [package / "decoding" / name for name in ("compiled.py", "compiled_step.py")])
 
 
