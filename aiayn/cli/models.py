@@ -25,6 +25,10 @@ def add_parsers(sub) -> None:
     p.add_argument("src", metavar="SRC", help="a directory written by save_pretrained (model and tokenizer), or, "
                    "online, a hub name such as Helsinki-NLP/opus-mt-de-en")
     _add_out(p, "the aiayn checkpoint", "import")
+    p.add_argument("--src-lang", metavar="CODE", help="the model's source language, such as de, when the folder "
+                   "does not name it (its tokenizer_config.json's source_lang, or an opus-mt-de-en name); the "
+                   "server's LibreTranslate API needs the pair. With --tgt-lang")
+    p.add_argument("--tgt-lang", metavar="CODE", help="the model's target language, such as en; with --src-lang")
 
     p = sub.add_parser("export-hf", help="write a Transformer as a Hugging Face Marian model (needs aiayn[hf])")
     p.add_argument("--model", required=True, help=MODEL_HELP)
@@ -53,9 +57,13 @@ def cmd_export(args) -> int:
 
 def cmd_import_hf(args) -> int:
     from aiayn.interop.marian import import_marian
+    from aiayn.interop.marian_languages import recorded_pair
 
-    out = import_marian(args.src, Path(args.out), force=args.force)
-    print(f"wrote {out}: an aiayn checkpoint; try  aiayn translate --model {out}")
+    out = import_marian(args.src, Path(args.out), force=args.force, src_lang=args.src_lang, tgt_lang=args.tgt_lang)
+    pair = recorded_pair(out)
+    named = f"{pair[0]}->{pair[1]}" if pair else "languages not named (add --src-lang and --tgt-lang to serve " \
+        "the LibreTranslate API)"
+    print(f"wrote {out}: an aiayn checkpoint, {named}; try  aiayn translate --model {out}")
     return 0
 
 

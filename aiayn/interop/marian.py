@@ -41,6 +41,7 @@ import torch
 from aiayn.checkpoint import check_finite
 from aiayn.errors import AiaynError
 from aiayn.interop.marian_generation import apply_generation
+from aiayn.interop.marian_languages import given_pair, language_pair
 from aiayn.interop.marian_start import PAD_FIELD, START_FIELD, unfold_start
 from aiayn.interop.marian_vocab import UnsupportedModel, load_tokenizer, read_json
 from aiayn.model import ModelConfig, build_model
@@ -298,23 +299,24 @@ def _is_id(value, size: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < size
 
 
-def experiment_config(path: Path, model_cfg: ModelConfig, generation):
+def experiment_config(path: Path, model_cfg: ModelConfig, generation, pair: tuple[str, str] | None = None):
     """config.yaml of the import: the model; decoding as transformers' generate() would do it with the model's
-    generation config (aiayn.interop.marian_generation); the languages, when the tokenizer names them."""
+    generation config (aiayn.interop.marian_generation); the languages, when known (`pair`, as
+    aiayn.interop.marian_languages finds it; info.json records them too, which says they are the model's and
+    not data's defaults)."""
     from aiayn.config import ExperimentConfig
 
     cfg = ExperimentConfig(model=model_cfg)
     apply_generation(cfg.decode, generation, model_cfg.pad_id, str(path))
-    languages = read_json(path / "tokenizer_config.json", {})
-    for field, key in (("src_lang", "source_lang"), ("tgt_lang", "target_lang")):  # e.g. "de", "en"
-        if isinstance(languages.get(key), str) and languages[key]:
-            setattr(cfg.data, field, languages[key])
+    if pair:
+        cfg.data.src_lang, cfg.data.tgt_lang = pair
     return cfg
 
 
 @torch.no_grad()
-def marian_to_aiayn(path: Path):
-    """A save_pretrained directory -> (aiayn Transformer with Marian's weights, ExperimentConfig, tokenizer)."""
+def marian_to_aiayn(path: Path, pair: tuple[str, str] | None = None):
+    """A save_pretrained directory -> (aiayn Transformer with Marian's weights, ExperimentConfig, tokenizer);
+    pair: the (source, target) languages, when known."""
     hf, hf_model, dtype = _load_hf(path)
     weights = next((path / n for n in ("model.safetensors", "pytorch_model.bin") if (path / n).is_file()), path)
     check_finite(hf_model.state_dict(), weights)  # NaN or inf would be imported and translate to one word
@@ -324,16 +326,22 @@ def marian_to_aiayn(path: Path):
     model = build_model(model_cfg).eval()
     _check_positions(path, hf_model, hidden_permutation(model_cfg.d_model), dtype)
     model.load_state_dict(convert_weights(hf_model, model), strict=True)
-    return model, experiment_config(path, model_cfg, hf_model.generation_config), tokenizer
+    return model, experiment_config(path, model_cfg, hf_model.generation_config, pair), tokenizer
 
 
-def import_marian(src: str, out: str | Path, force: bool = False) -> Path:
-    """`aiayn import-hf SRC --out DIR`: convert and write an aiayn checkpoint directory at `out` (new or
-    empty, or with force an earlier import: nothing else is ever replaced)."""
+def import_marian(src: str, out: str | Path, force: bool = False, src_lang: str | None = None,
+                  tgt_lang: str | None = None) -> Path:
+    """`aiayn import-hf SRC --out DIR [--src-lang de --tgt-lang en]`: convert and write an aiayn checkpoint
+    directory at `out` (new or empty, or with force an earlier import: nothing else is ever replaced).
+    Its info.json records the languages (src_lang, tgt_lang) when the options or the folder name them
+    (aiayn.interop.marian_languages); the server's LibreTranslate API lists them."""
     from aiayn.checkpoint import check_output_dir, save_checkpoint
 
+    given = given_pair(src_lang, tgt_lang)
     check_output_dir(out, "import", force, inputs=[src] if Path(src).exists() else [])  # before any download
     path = resolve_source(str(src))
-    model, cfg, tokenizer = marian_to_aiayn(path)
-    save_checkpoint(out, model, cfg, tokenizer, info={"output": "import", "source": str(src)})
+    pair = language_pair(path, str(src), given)
+    model, cfg, tokenizer = marian_to_aiayn(path, pair)
+    languages = {"src_lang": pair[0], "tgt_lang": pair[1]} if pair else {}
+    save_checkpoint(out, model, cfg, tokenizer, info={"output": "import", "source": str(src), **languages})
     return Path(out)

@@ -30,9 +30,11 @@ def _data_section(translator) -> dict:
     of train.pronoun_probe when the model was trained with that auxiliary loss."""
     if translator.model_dir is None:
         return {}
-    imported = _imported_from(translator.model_dir)
-    if imported:  # its config's data section is aiayn's default, not what the model was trained on
-        return {"dataset": f"(imported from {imported})"}
+    info = _read_json(translator.model_dir / "info.json")
+    if isinstance(info, dict) and info.get("output") == "import":
+        # its config's data section is aiayn's default, not what the model was trained on; the languages are
+        # the ones import-hf recorded in info.json (none in an import that named none, or made before it did)
+        return {"dataset": f"(imported from {info.get('source', '')})", **_recorded_languages(info)}
     try:
         from aiayn.checkpoint import load_config_file
 
@@ -45,15 +47,10 @@ def _data_section(translator) -> dict:
             "label_smoothing": cfg.train.label_smoothing, **({"pronoun_probe": probe} if probe else {})}
 
 
-def _imported_from(model_dir) -> str:
-    """The source an `aiayn import-hf` directory came from (its info.json), else ""."""
-    import json
-
-    try:
-        info = json.loads((model_dir / "info.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return ""
-    return str(info.get("source", "")) if isinstance(info, dict) and info.get("output") == "import" else ""
+def _recorded_languages(info: dict) -> dict:
+    """{"src_lang", "tgt_lang"} of an import's info.json, or {} when it does not record both."""
+    pair = {key: info.get(key) for key in ("src_lang", "tgt_lang")}
+    return pair if all(isinstance(code, str) and code for code in pair.values()) else {}
 
 
 def _sizes(model) -> dict:

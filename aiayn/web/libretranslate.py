@@ -4,8 +4,9 @@ written for LibreTranslate translate through `aiayn serve` unchanged.
 What LibreTranslate does, and so this module: a request's values are a JSON object's fields, or else the
 query's and the form's (urlencoded or multipart), the query's first; a refusal is 400 {"error": "..."} in
 LibreTranslate's words ("Invalid request: missing q parameter", "xx is not supported"). The model is one
-language pair, the languages of its run (data.src_lang, data.tgt_lang): /languages lists both, the source
-with the target as its one target; "auto" as the source is the model's source language.
+language pair, the languages of its run (data.src_lang, data.tgt_lang) or those import-hf recorded in
+its info.json: /languages lists both, the source with the target as its one target; "auto" as the source
+is the model's source language.
 
 Where this server differs, and why:
 - a text is translated line by line (html: each text between tags, the markup kept as written): the
@@ -35,8 +36,9 @@ NAMES = {"ar": "Arabic", "cs": "Czech", "de": "German", "en": "English", "es": "
          "zh": "Chinese"}  # LibreTranslate's English names; another code is its own name
 RAW_TAGS = ("script", "style")  # html elements whose text is code, not words: kept as written
 MAX_ALTERNATIVES = MAX_BEAM - 1  # the best and its alternatives fill at most the largest beam
-UNNAMED = ("this model does not name its languages (its config.yaml has no data.src_lang and data.tgt_lang), "
-           "so the LibreTranslate API cannot match them: use POST /api/translate")
+UNNAMED = ("this model does not name its languages, so the LibreTranslate API cannot match them: re-import it "
+           "naming them (aiayn import-hf DIR --out MODEL --src-lang de --tgt-lang en), give a trained model "
+           "data.src_lang and data.tgt_lang in its config.yaml, or use POST /api/translate")
 
 
 class Refused(AiaynError):

@@ -424,3 +424,63 @@ def test_a_good_import_prints_one_line(hf_dirs, tmp_path, capfd):
     assert main(["import-hf", str(hf_dirs["relu-shared"]), "--out", str(tmp_path / "out")]) == 0
     out, err = capfd.readouterr()
     assert err == "" and out.startswith(f"wrote {tmp_path / 'out'}: an aiayn checkpoint")
+
+
+def _served_languages(model: Path) -> tuple:
+    """GET /languages and POST /translate (de -> en) of `aiayn serve` on an imported model, with the
+    Translator's own output for the same text."""
+    testclient = pytest.importorskip("fastapi.testclient")
+    from aiayn.web.app import create_app
+
+    translator = Translator.from_pretrained(model)
+    client = testclient.TestClient(create_app(translator))
+    answer = client.post("/translate", json={"q": "Ein Mann fährt Fahrrad.", "source": "de", "target": "en"})
+    return client.get("/languages").json(), answer, translator.translate(["Ein Mann fährt Fahrrad."])[0].text
+
+
+DE_EN = [{"code": "de", "name": "German", "targets": ["en"]}, {"code": "en", "name": "English", "targets": []}]
+
+
+def _tokenizer_config_copy(src: Path, dst: Path, **changes) -> Path:
+    shutil.copytree(src, dst)
+    config = json.loads((dst / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (dst / "tokenizer_config.json").write_text(json.dumps({**config, **changes}), encoding="utf-8")
+    return dst
+
+
+@pytest.mark.parametrize("how", ["tokenizer_config", "options", "opus-mt name"])
+def test_the_language_pair_is_served_as_libretranslate(hf_dirs, tmp_path, capsys, how):
+    """The pair the folder names (its tokenizer's source_lang/target_lang, or an OPUS-MT folder name) or the
+    options give is recorded, and the served LibreTranslate API lists it and translates as the model does."""
+    src, options = hf_dirs["relu-shared"], []
+    if how == "tokenizer_config":
+        src = _tokenizer_config_copy(src, tmp_path / "model", source_lang="de", target_lang="en")
+    elif how == "options":
+        options = ["--src-lang", "de", "--tgt-lang", "en"]
+    else:
+        src = shutil.copytree(src, tmp_path / "opus-mt-de-en")
+    assert main(["import-hf", str(src), "--out", str(tmp_path / "out"), *options]) == 0
+    assert "de->en" in capsys.readouterr().out
+    languages, answer, own = _served_languages(tmp_path / "out")
+    assert languages == DE_EN
+    assert answer.status_code == 200 and answer.json() == {"translatedText": own}
+
+
+def test_an_import_that_names_no_languages_says_how_to_name_them(hf_dirs, tmp_path, capsys):
+    """Neither the folder nor the options name the pair (as in every import made before import-hf recorded
+    it: config.yaml's data languages are then aiayn's defaults, en and de, and are not the model's)."""
+    from aiayn.web.libretranslate import UNNAMED
+
+    assert main(["import-hf", str(hf_dirs["relu-shared"]), "--out", str(tmp_path / "out")]) == 0
+    assert "--src-lang and --tgt-lang" in capsys.readouterr().out
+    languages, answer, _ = _served_languages(tmp_path / "out")
+    assert languages == [] and answer.status_code == 400 and answer.json() == {"error": UNNAMED}
+    assert "--src-lang de --tgt-lang en" in UNNAMED and "\n" not in UNNAMED
+
+
+@pytest.mark.parametrize("options, words", [(["--src-lang", "de"], "give both"),
+                                            (["--src-lang", "de", "--tgt-lang", "en glish"], "not a language code")])
+def test_language_options_are_checked_before_anything_is_written(hf_dirs, tmp_path, capsys, options, words):
+    assert main(["import-hf", str(hf_dirs["relu-shared"]), "--out", str(tmp_path / "out"), *options]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
