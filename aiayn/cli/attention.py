@@ -1,5 +1,5 @@
-"""The attention command: one sentence's attention maps as PNG, HTML, NPZ, JSON or a hard alignment.
-Wiring and printing only."""
+"""The attention command: one sentence's attention maps (weights, or value-norm contributions) as PNG, HTML,
+NPZ, JSON or a hard alignment. Wiring and printing only."""
 
 import sys
 
@@ -16,6 +16,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--head", type=int, help="only this head, counted from 1 (default: all)")
     p.add_argument("--kind", default="cross", choices=["cross", "encoder_self", "decoder_self", "all"],
                    help="which attention; selects what every format holds (default: cross; all = every kind)")
+    p.add_argument("--measure", default="weights", choices=["weights", "contributions"],
+                   help="what the maps hold: weights (the attention weights alpha) or contributions (the value-norm "
+                   "maps ||alpha_ij f(x_j)||, how much each key's value vector moves, with each row normalised to "
+                   "sum to 1 so the colour scale matches the weights'; the figure's title says so; Transformer "
+                   "models) (default: weights)")
     p.add_argument("--merge-words", action="store_true", help="merge subwords into words (default: off)")
     p.add_argument("--out", required=True, help="file: .png (grid), .html (offline page), .npz / .json (data), "
                    ".align (hard alignment i-j from cross-attention; default last layer, all heads)")
@@ -26,13 +31,18 @@ def cmd_attention(args) -> int:
     from aiayn.cli.common import check_before_loading
     from aiayn.decoding.options import DecodeOptions
     from aiayn.decoding.translator import Translator
-    from aiayn.inspect.maps.capture import capture
+    from aiayn.inspect.contributions.maps import contribution_maps
+    from aiayn.inspect.maps.capture import capture, merge_subwords
+    from aiayn.inspect.maps.checks import InspectError
     from aiayn.inspect.maps.files import write_maps
     from aiayn.io import check_output_file
 
     # what needs no model first: the output path, the beam and --layer/--head against config.yaml
     check_output_file(args.out, model_dirs=[args.model])
     cfg = check_before_loading(args, DecodeOptions(beam=args.beam), [args.sentence], paths=[args.model])
+    if args.measure == "contributions" and not cfg.model.multi_head:
+        raise InspectError("--measure contributions needs a Transformer's layers of heads; this model's one "
+                           "attention map has weights only: drop --measure")
     if cfg.model.multi_head:  # an RNN's one map per kind: write_maps names what it has
         shapes = [cfg.model.attention_shape(kind) for kind in ("encoder_self", "decoder_self", "cross")
                   if args.kind in (kind, "all")]
@@ -41,7 +51,11 @@ def cmd_attention(args) -> int:
     translator = Translator.from_pretrained(args.model)
     translator.resolve(beam=args.beam)
     check_output_file(args.out, model_dirs=[args.model, translator.model_dir])
-    maps = capture(translator, args.sentence, args.target, beam=args.beam, merge_words=args.merge_words)
+    maps = capture(translator, args.sentence, args.target, beam=args.beam)
+    if args.measure == "contributions":  # measured on the subwords, merged after like the weights
+        maps = contribution_maps(translator, maps)
+    if args.merge_words:
+        maps = merge_subwords(maps)
     if maps.truncated:
         print(f"warning: the sentence is longer than the model's maximum source length "
               f"({translator.max_positions} subword tokens); these maps are of its beginning", file=sys.stderr)

@@ -17,10 +17,15 @@ def add_alignment_head(p) -> None:
                    "from: L:H (decoder layer L, head H, counted from 1), L:mean (layer L's mean over heads), best "
                    "(the best head on the built-in task's gold, for a model trained on it) or a file of `aiayn heads "
                    "--json` (its best head) (default: the last layer's mean)")
+    p.add_argument("--alignment-from", default="weights", choices=["weights", "contributions"],
+                   help="with --alignment: what the links are read from: weights (the cross-attention weights) or "
+                   "contributions (the cross-attention's value-norm maps ||alpha_ij f(x_j)||, each row normalised "
+                   "to sum to 1, from the same head or layer mean; Transformer models) (default: weights)")
 
 
 def alignment_function(args, translator):
-    """result -> its Pharaoh alignment for --alignment (None without it), from --alignment-head's head."""
+    """result -> its Pharaoh alignment for --alignment (None without it), from --alignment-head's head, read
+    from --alignment-from's measure."""
     from aiayn.errors import AiaynError
     from aiayn.inspect.alignment.head_choice import choose_head, head_alignment
 
@@ -30,7 +35,7 @@ def alignment_function(args, translator):
         return lambda result: None
     # default (None, None): the last layer's mean
     layer, head = choose_head(args.alignment_head, translator) if args.alignment_head else (None, None)
-    return lambda result: head_alignment(result, translator, layer, head)
+    return lambda result: head_alignment(result, translator, layer, head, measure=args.alignment_from)
 
 
 def add_parsers(sub) -> None:

@@ -135,6 +135,9 @@ def cmd_translate(args) -> int:
     options = options_from_args(args)  # option clashes first: before a model is loaded (or exported)
     _check_translate_flags(args, options)
     configs = model_configs(args.model)  # a wrong --model first, then the files
+    if args.alignment_from == "contributions" and not all(c.model.multi_head for c in configs):
+        raise AiaynError("--alignment-from contributions reads the value vectors of a Transformer's heads; this "
+                         "model's one attention map has weights only: drop --alignment-from")
     constraints = _read_constraints(args.constraints) if args.constraints else None
     prefixes = read_lines(args.target_prefix, allow_empty=True) if args.target_prefix else None
     # the input file, its companions' line counts and the output path before a model loads (or compiles)
@@ -218,6 +221,9 @@ def _check_translate_flags(args, options) -> None:
         raise AiaynError("--diagnostics reads the maps of an unconstrained search: drop --constraints or --diagnostics")
     if args.alignment_head and not args.alignment:
         raise AiaynError("--alignment-head chooses where --alignment's links come from: add --alignment")
+    if args.alignment_from != "weights" and not args.alignment:
+        raise AiaynError(f"--alignment-from {args.alignment_from} chooses what --alignment's links are read from: "
+                         f"add --alignment")
     if args.alignment and args.n_best != 1:
         raise AiaynError(f"--alignment comes from the best hypothesis's attention: use it with --n-best 1, "
                          f"not {args.n_best}")

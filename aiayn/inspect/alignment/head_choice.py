@@ -87,8 +87,15 @@ def maps_alignment(maps: AttentionMaps, layer: int | None, head: int | None) -> 
     return hard_alignment(merge_subwords(maps), layer, None if head is None else [head])
 
 
-def head_alignment(result, translator, layer: int | None, head: int | None) -> str:
-    """Pharaoh "i-j" pairs of a Translation made with return_attention, from one head (or a layer mean)."""
+def head_alignment(result, translator, layer: int | None, head: int | None, measure: str = "weights") -> str:
+    """Pharaoh "i-j" pairs of a Translation made with return_attention, from one head (or a layer mean) of
+    its cross-attention weights, or (measure "contributions") of its value-norm maps, rows normalised
+    (aiayn.inspect.contributions.maps)."""
     if result.attention is None:
         return ""
-    return maps_alignment(maps_of(result, translator), layer, head)
+    maps = maps_of(result, translator)
+    if measure == "contributions":
+        from aiayn.inspect.contributions.maps import contribution_maps
+
+        maps = contribution_maps(translator, maps)
+    return maps_alignment(maps, layer, head)

@@ -22,6 +22,9 @@ class AttentionMaps:
     truncated: bool = False  # the sentence was longer than the model's positions; its beginning was used
     # maps of layers of heads (the Transformer), or the one map of a recurrent decoder's attention (L = H = 1)
     multi_head: bool = True
+    # "weights": the attention weights alpha; "contributions": value-norm maps ||alpha_ij f(x_j)|| with each
+    # row normalised to sum to 1 (aiayn.inspect.contributions.maps), drawn on the same colour scale
+    measure: str = "weights"
 
     def _repr_html_(self) -> str:
         """Jupyter: the last layer's cross-attention (aiayn.inspect.maps.notebook.view for any kind, layer, head)."""

@@ -110,7 +110,7 @@ def merge_subwords(maps: AttentionMaps) -> AttentionMaps:
             "cross": (tgt_groups, src_groups)}
     merged = {k: _merge(v, *plan[k]).astype(np.float32) for k, v in maps.maps.items()}
     return AttentionMaps(src_words, tgt_words, in_words, maps.translation, maps.arch, merged, True, maps.score,
-                         maps.truncated, maps.multi_head)
+                         maps.truncated, maps.multi_head, maps.measure)
 
 
 def hard_alignment(maps: AttentionMaps, layer: int | None = None, heads: list[int] | None = None) -> str:

@@ -48,7 +48,8 @@ def selected(maps: AttentionMaps, kinds: list[str], layer: int | None, head: int
 
 def _metadata(maps: AttentionMaps, selection: dict) -> dict:
     return {"schema_version": SCHEMA_VERSION, "arch": maps.arch, "translation": maps.translation,
-            "merged_words": maps.merged, "source_tokens": maps.source_tokens, "target_tokens": maps.target_tokens,
+            "merged_words": maps.merged, "measure": maps.measure,
+            "source_tokens": maps.source_tokens, "target_tokens": maps.target_tokens,
             "target_input_tokens": maps.target_input_tokens, "selection": selection}
 
 

@@ -12,6 +12,7 @@ KIND_NAMES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder
 AXIS_TITLES = {"encoder_self": ("query: source token", "key: source token"),
                "decoder_self": ("query: decoder input → the token it predicts", "key: decoder input"),
                "cross": ("query: decoder input → the token it predicts", "key: source token")}
+CONTRIBUTIONS_NOTE = " · contributions: value-norm maps ||α_ij f(x_j)||, each row normalised to sum to 1"
 MASKED_NOTE = "hatched: masked (−∞ before the softmax, weight 0)"
 WORD_RULE = ("words: a word starts at a piece beginning with ▁; its pieces' columns are summed and its "
              "rows averaged")
@@ -44,8 +45,11 @@ def sentence_title(maps) -> str:
     maps have no search score) is named as such, so the picture is not read as the model's own output."""
     source = " ".join(show_piece(p) if not maps.merged else p for p in maps.source_tokens)
     if maps.score is None:
-        return f"{maps.arch}: “{source}” → given target “{maps.translation}” (teacher-forced, not the model's output)"
-    return f"{maps.arch}: “{source}” → “{maps.translation}”"
+        title = f"{maps.arch}: “{source}” → given target “{maps.translation}” (teacher-forced, not the model's output)"
+    else:
+        title = f"{maps.arch}: “{source}” → “{maps.translation}”"
+    return title + (CONTRIBUTIONS_NOTE if maps.measure == "contributions" else "")
+
 
 
 def masked_cells(maps, kind: str, matrix: np.ndarray) -> np.ndarray | None:

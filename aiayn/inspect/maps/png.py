@@ -111,7 +111,8 @@ def draw_png(maps, kinds, layer, head, path) -> None:
             for hi in range(len(heads), n_cols):
                 axes[row + li][hi].axis("off")
         row += m.shape[0]
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=min(1.0, 4.0 / height), label="attention weight")
+    bar = "attention weight" if maps.measure == "weights" else "share of the row's value-norm contributions"
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=min(1.0, 4.0 / height), label=bar)
     notes = [n for n, wanted in ((MASKED_NOTE, any_masked), (WORD_RULE, maps.merged)) if wanted]
     per_line = max(20, int(width * 72 / (10 * 0.6)))  # characters of a 10-point line across the figure
     lines = [textwrap.fill(text, per_line) for text in [sentence_title(maps), *notes]]
