@@ -82,7 +82,8 @@ def test_alignment_is_what_translate_alignment_prints(translator, head, layer_he
             links = maps_alignment(capture(translator, text, target=target), *layer_head)
         else:  # the function --alignment --alignment-head HEAD prints with
             result = translator.translate([text], beam=2, return_attention=True)[0]
-            links = alignment_function(Namespace(alignment=True, alignment_head=head), translator)(result)
+            options = Namespace(alignment=True, alignment_head=head, alignment_from="weights")
+            links = alignment_function(options, translator)(result)
             assert len(links.split()) >= 2
         assert body["alignment"] == {"links": links, "layer": layer_head[0], "head": layer_head[1], "chosen": chosen}
     with pytest.raises(InspectError, match="no such head"):
