@@ -22,6 +22,7 @@ import pytest
 from tests.model_helpers import model_dir
 from tests.paths import REPO
 from tests.serving import free_port, serving
+from tests.web import test_browser as shared
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 NODE_MODULES = Path(os.environ.get("AIAYN_NODE_MODULES", REPO / "node_modules"))
@@ -75,16 +76,7 @@ def site_url(model, other_model, tmp_path_factory):
     server.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        yield b
-        b.close()
+browser = shared.browser  # the shared fixture (tests/web/test_browser.py)
 
 
 @pytest.fixture
