@@ -9,19 +9,6 @@ from tests.cli_helpers import assert_user_error, run_cli
 
 
 @pytest.fixture
-def no_loading(monkeypatch):
-    """Loading a model fails the test: whatever is refused must be refused before it."""
-    import aiayn.checkpoint
-    import aiayn.decoding.translator
-
-    def loaded(*args, **kwargs):
-        raise AssertionError("a model was loaded before the refusal")
-
-    monkeypatch.setattr(aiayn.checkpoint, "load_checkpoint", loaded)
-    monkeypatch.setattr(aiayn.decoding.translator.Translator, "from_pretrained", loaded)
-
-
-@pytest.fixture
 def lines(tmp_path):
     def write(name: str, n: int, text: str = "1 2 3") -> str:
         path = tmp_path / name

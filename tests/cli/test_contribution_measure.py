@@ -87,19 +87,6 @@ def test_alignment_from_contributions_is_the_argmax_of_the_value_norm_map(head, 
     assert _alignment(output) == expected and len(expected[0].split()) >= 5
 
 
-@pytest.fixture
-def no_loading(monkeypatch):
-    """Loading a model fails the test: whatever is refused must be refused before it."""
-    import aiayn.checkpoint
-    import aiayn.decoding.translator
-
-    def loaded(*args, **kwargs):
-        raise AssertionError("a model was loaded before the refusal")
-
-    monkeypatch.setattr(aiayn.checkpoint, "load_checkpoint", loaded)
-    monkeypatch.setattr(aiayn.decoding.translator.Translator, "from_pretrained", loaded)
-
-
 @pytest.mark.parametrize("case, needle", [
     ("without --alignment", "--alignment-from contributions chooses what --alignment's links are read from: "
                             "add --alignment"),
