@@ -13,6 +13,8 @@ import aiayn.decoding.compiled as compiled_module
 import aiayn.decoding.compiled_cache as compiled_cache
 from aiayn.checkpoint import load_checkpoint
 from aiayn.cli import main
+from aiayn.cpu import prepare_for_cpu, set_compute_type
+from aiayn.cpu.compute_types import supported_compute_types
 from aiayn.decoding.beam import top_candidates
 from aiayn.decoding.compiled import CompiledDecoder, check_compilable, compiler_present, torch_supports_compile
 from aiayn.decoding.engines import CompiledEngine, PoolEngine
@@ -423,8 +425,6 @@ def test_a_low_precision_compiled_step_is_as_close_to_float32_as_the_eager_one(t
     few rows, int8 x int8 beyond) against the float32 model's log-probs, step by step on the same tokens: within
     the eager low-precision step's own error of float32's, and not equal to float32 (the products really are
     low precision). Few rows and many rows (small_rows 2: steps of 3 sentences x 2 rows take the other step)."""
-    from aiayn.cpu import prepare_for_cpu, set_compute_type
-    from aiayn.cpu.compute_types import supported_compute_types
     if compute_type not in supported_compute_types():
         pytest.skip(f"this CPU runs no {compute_type}")
     exact = prepare_for_cpu(load_checkpoint(transformer_dir, torch.device("cpu"))[0].eval())
