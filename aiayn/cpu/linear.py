@@ -127,7 +127,7 @@ class PackedLinear(nn.Linear):
         return fast.train(plain.training)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.compiler.is_compiling() and TRACED in self._buffers:  # see traced_forms
+        if TRACED in self._buffers and torch.compiler.is_compiling():  # see traced_forms (eager: one dict lookup)
             return traced_linear(x, self._traced_form(TRACED), self.bias, self.traced_products)
         return linear(x, self.weight, self.bias, self._packed, self.compute_type)
 
@@ -152,9 +152,10 @@ class PackedInProjection(PackedLinear, InProjection):
     def blocks(self, x: torch.Tensor, first: int, last: int) -> torch.Tensor:
         rows = slice(first * self.in_features, last * self.in_features)
         bias = None if self.bias is None else self.bias[rows]
-        name = f"{TRACED}_{first}_{last}"
-        if torch.compiler.is_compiling() and f"{name}_0" in self._buffers:  # see traced_forms
-            return traced_linear(x, self._traced_form(name), bias, self.traced_products)
+        if self._buffers and torch.compiler.is_compiling():  # see traced_forms (eager: no buffers, one test)
+            name = f"{TRACED}_{first}_{last}"
+            if f"{name}_0" in self._buffers:
+                return traced_linear(x, self._traced_form(name), bias, self.traced_products)
         packed = self._packed_blocks.get((first, last))
         if packed is None:
             packed = self._packed_blocks[first, last] = PreparedWeight()
