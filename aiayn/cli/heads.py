@@ -23,6 +23,17 @@ def add_alignment_head(p) -> None:
                    "to sum to 1, from the same head or layer mean; Transformer models) (default: weights)")
 
 
+def check_alignment_head(args, cfg) -> None:
+    """--alignment-head against --alignment and the model's config, before the model is loaded (or compiled)."""
+    from aiayn.errors import AiaynError
+    from aiayn.inspect.alignment.head_choice import check_head
+
+    if args.alignment_head and not getattr(args, "alignment", True):
+        raise AiaynError("--alignment-head chooses where --alignment's links come from: add --alignment")
+    if args.alignment_head:
+        check_head(args.alignment_head, cfg)
+
+
 def alignment_function(args, translator):
     """result -> its Pharaoh alignment for --alignment (None without it), from --alignment-head's head, read
     from --alignment-from's measure."""
@@ -237,11 +248,10 @@ def _ablation_table(ablation, max_drop: float) -> str:
     return "\n".join(rows)
 
 
-def _cmd_ablate(args, translator, cfg, kinds) -> int:
+def _cmd_ablate(args, translator, pairs, data_name, kinds) -> int:
     from aiayn.decoding.options import DecodeOptions
     from aiayn.inspect.ablation import ablate
 
-    pairs, data_name = _pairs(args, cfg, tgt_option="--ref")
     if args.limit:
         pairs = pairs[: args.limit]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
@@ -264,9 +274,9 @@ def _cmd_ablate(args, translator, cfg, kinds) -> int:
 
 
 def cmd_heads(args) -> int:
+    from aiayn.cli.common import model_configs
     from aiayn.decoding.translator import Translator
     from aiayn.errors import AiaynError
-    from aiayn.inspect.alignment.head_choice import model_config
     from aiayn.inspect.alignment.heads import rank_heads
 
     if args.write_gold:
@@ -277,12 +287,14 @@ def cmd_heads(args) -> int:
         raise AiaynError(f"--limit {args.limit}: give 0 (all pairs) or a positive number")
     kinds = _check_ablate_args(args)
     _check_outputs(args)
-    translator = Translator.from_pretrained(args.model)
-    cfg = model_config(translator)
+    # the model's config, the sentence pairs and the gold before the model loads: a wrong file is one line now
+    cfg = model_configs([args.model])[0]
     if args.ablate:
-        return _cmd_ablate(args, translator, cfg, kinds)
+        pairs, data_name = _pairs(args, cfg, tgt_option="--ref")
+        return _cmd_ablate(args, Translator.from_pretrained(args.model), pairs, data_name, kinds)
     pairs, data_name = _pairs(args, cfg)
     golds, gold_name = _gold(args, pairs, builtin=not args.src)
+    translator = Translator.from_pretrained(args.model)
     if args.limit:
         pairs, golds = pairs[: args.limit], golds[: args.limit] if golds is not None else None
     scores, skipped = rank_heads(translator, pairs, golds)

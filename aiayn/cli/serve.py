@@ -57,6 +57,11 @@ def cmd_serve(args) -> int:
     per_client = MAX_CLIENT_CONNECTIONS if args.max_client_connections is None else args.max_client_connections
     if per_client < 0:
         raise AiaynError(f"--max-client-connections {per_client}: give 0 (no cap) or more")
+    if args.alignment_head:  # against the model's config before the model loads (or compiles)
+        from aiayn.cli.common import model_configs
+        from aiayn.cli.heads import check_alignment_head
+
+        check_alignment_head(args, model_configs([args.model])[0])
     if args.threads:
         torch.set_num_threads(args.threads)
     translator = Translator.from_pretrained(args.model, engine=args.engine, compute_type=args.compute_type,

@@ -135,6 +135,7 @@ def cmd_translate(args) -> int:
     options = options_from_args(args)  # option clashes first: before a model is loaded (or exported)
     _check_translate_flags(args, options)
     configs = model_configs(args.model)  # a wrong --model first, then the files
+    heads.check_alignment_head(args, configs[0])  # the first model's maps give the links
     if args.alignment_from == "contributions" and not all(c.model.multi_head for c in configs):
         raise AiaynError("--alignment-from contributions reads the value vectors of a Transformer's heads; this "
                          "model's one attention map has weights only: drop --alignment-from")

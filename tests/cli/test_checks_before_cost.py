@@ -128,3 +128,38 @@ def test_decoding_bytes_counts_the_decoder_state_a_search_holds(transformer_dir)
                                          vocab_size=cfg.tgt_vocab_size, rows=B, sentences=B, source_len=S,
                                          output_len=t)
     assert total - 4 * (3 * B * cfg.tgt_vocab_size + 2 * B * t * cfg.d_model) == held
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--alignment", "--alignment-head", "9:1"], "--alignment-head 9:1: no such head; the model has"),
+    (["--alignment", "--alignment-head", "ranking.json"], "--alignment-head ranking.json: no such file"),
+])
+def test_an_alignment_head_is_checked_against_the_config_before_loading(argv, needle, transformer_dir, no_loading,
+                                                                         capsys):
+    code, output = run_cli(["translate", "--model", transformer_dir, "--compile", *argv], capsys)
+    assert_user_error(code, output, needle)
+
+
+def test_serve_checks_its_alignment_head_before_loading(transformer_dir, no_loading, capsys):
+    pytest.importorskip("fastapi")
+    code, output = run_cli(["serve", "--model", transformer_dir, "--alignment-head", "1:99"], capsys)
+    assert_user_error(code, output, "--alignment-head 1:99: no such head")
+
+
+@pytest.mark.parametrize("mode", [[], ["--ablate"]])
+def test_heads_reads_its_sentence_files_before_loading(mode, transformer_dir, lines, tmp_path, no_loading, capsys):
+    other = "--ref" if mode else "--tgt"
+    code, output = run_cli(["heads", "--model", transformer_dir, *mode, "--src", lines("src.txt", 3),
+                            other, lines("tgt.txt", 2)], capsys)
+    assert_user_error(code, output, f"has 3 lines, {other}")
+    code, output = run_cli(["heads", "--model", transformer_dir, *mode, "--src", lines("src.txt", 3),
+                            other, tmp_path / "missing.txt"], capsys)
+    assert_user_error(code, output, "missing.txt: file not found")
+
+
+def test_heads_reads_its_gold_before_loading(transformer_dir, lines, tmp_path, no_loading, capsys):
+    gold = tmp_path / "gold.txt"
+    gold.write_text("0-0\n0-x\n0-0\n", encoding="utf-8")
+    code, output = run_cli(["heads", "--model", transformer_dir, "--src", lines("src.txt", 3),
+                            "--tgt", lines("tgt.txt", 3), "--gold", gold], capsys)
+    assert_user_error(code, output, "gold.txt")

@@ -62,16 +62,31 @@ def _best_from_file(path: Path) -> str:
         raise InspectError(f"--alignment-head {path}: not a ranking written by `aiayn heads --json`") from None
 
 
+def _builtin_or_refuse(cfg) -> list[tuple[str, str]]:
+    pairs = builtin_pairs(cfg.data)
+    if pairs is None:
+        raise InspectError("--alignment-head best ranks the heads on the built-in task's gold alignments, "
+                           "and this model was not trained on it: run `aiayn heads --model M --gold FILE "
+                           "--src FILE --tgt FILE --json > heads.json`, then --alignment-head heads.json")
+    return pairs
+
+
+def check_head(text: str, cfg) -> None:
+    """--alignment-head's value checked against the model's config alone, before the model is loaded (or
+    compiled): the form, the head's range, the ranking file; `best` only asks that the model has a gold."""
+    if text == "best":
+        _builtin_or_refuse(cfg)
+        return
+    n_layers, n_heads = head_counts(cfg)
+    parse_head(_best_from_file(Path(text)) if text.endswith(".json") else text, n_layers, n_heads)
+
+
 def choose_head(text: str, translator) -> tuple[int, int | None]:
     """--alignment-head's value -> (layer, head or None for the layer mean), checked against the model."""
     cfg = model_config(translator)
     n_layers, n_heads = head_counts(cfg)
     if text == "best":
-        pairs = builtin_pairs(cfg.data)
-        if pairs is None:
-            raise InspectError("--alignment-head best ranks the heads on the built-in task's gold alignments, "
-                               "and this model was not trained on it: run `aiayn heads --model M --gold FILE "
-                               "--src FILE --tgt FILE --json > heads.json`, then --alignment-head heads.json")
+        pairs = _builtin_or_refuse(cfg)
         from aiayn.inspect.alignment.heads import rank_heads
 
         text = rank_heads(translator, pairs, builtin_golds(pairs))[0][0].name
