@@ -25,6 +25,12 @@ META = '<meta name="aiayn-static" content="static.json">'
 ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 PACKAGES = ("onnxruntime-web", "@agnai/sentencepiece-js")
 NAME = r"[A-Za-z0-9_-]+"  # a model's name in the page's address (?model=NAME) and its folder under models/
+LANGUAGES = ("en", "ko")  # the page's (i18n.js)
+# The page takes its language from the address (lang=), else from the last one the reader chose; a site
+# written for one language puts lang= into an address that names none, before the page's modules run.
+LANGUAGE_SCRIPT = ("<script>{{const p = new URLSearchParams(location.search); if (!p.has(\"lang\")) "
+                   "{{p.set(\"lang\", \"{lang}\"); history.replaceState(null, \"\", "
+                   "location.pathname + \"?\" + p + location.hash);}}}}</script>")
 
 
 def package_dirs(node_modules: Path | None) -> dict[str, Path]:
@@ -86,8 +92,9 @@ def write_vendor(packages: dict[str, Path], out: Path) -> dict[str, str]:
     return versions
 
 
-def write_page(out: Path) -> None:
-    """index.html (relative paths: the site may live in a sub-folder; the static-mode meta) and static/."""
+def write_page(out: Path, lang: str | None = None) -> None:
+    """index.html (relative paths: the site may live in a sub-folder; the static-mode meta; with lang, the
+    page's language when the address names none) and static/."""
     (out / "static").mkdir()
     for path in sorted(STATIC.iterdir()):
         if path.suffix in PAGE_TYPES:
@@ -96,7 +103,10 @@ def write_page(out: Path) -> None:
     if '"/static/' not in html or '<meta charset="utf-8">' not in html:
         raise AiaynError(f"{STATIC / 'index.html'}: no /static/ paths or no <meta charset> to place the "
                          f"static mode after; the page changed: update aiayn/web/static_site.py")
-    html = html.replace('"/static/', '"static/').replace('<meta charset="utf-8">', f'<meta charset="utf-8">\n{META}', 1)
+    head = META if lang is None else f"{META}\n{LANGUAGE_SCRIPT.format(lang=lang)}"
+    html = html.replace('"/static/', '"static/').replace('<meta charset="utf-8">', f'<meta charset="utf-8">\n{head}', 1)
+    if lang is not None:
+        html = html.replace('<html lang="en">', f'<html lang="{lang}">', 1)
     (out / "index.html").write_text(html, encoding="utf-8")
 
 
@@ -133,13 +143,16 @@ def model_specs(specs: list[str]) -> dict[str, str]:
 
 
 def export_site(models: list[str], out: str | Path, node_modules: str | Path | None = None,
-                force: bool = False) -> Path:
+                force: bool = False, lang: str | None = None) -> Path:
     """Write the static explorer of the models (model_specs' forms) into OUT (new or empty, or with force an
-    earlier export-site). The page opens the first; ?model=NAME opens another."""
+    earlier export-site). The page opens the first; ?model=NAME opens another. lang (LANGUAGES): the page's
+    language when its address names none (None: the reader's last choice, as the served page)."""
     from aiayn.checkpoint import EXPORT_MARKER, check_output_dir
     from aiayn.io import atomic_dir
     from aiayn.run_dir import resolve_model_dir
 
+    if lang is not None and lang not in LANGUAGES:
+        raise AiaynError(f"--lang {lang}: the page speaks {' and '.join(LANGUAGES)}; give one of them")
     packages = package_dirs(None if node_modules is None else Path(node_modules))
     named = model_specs(models)
     sources = {name: resolve_model_dir(model) for name, model in named.items()}
@@ -148,7 +161,7 @@ def export_site(models: list[str], out: str | Path, node_modules: str | Path | N
         for name, source in sources.items():
             write_model(named[name], source, tmp / "models" / name)
         runtime = write_vendor(packages, tmp / "vendor")
-        write_page(tmp)
+        write_page(tmp, lang)
         config = {"static": True, "models": {name: f"models/{name}/" for name in named}, "default": next(iter(named)),
                   "runtime": runtime}
         (tmp / "static.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

@@ -57,6 +57,20 @@ def site_url(model, other_model, tmp_path_factory):
 
     site = export_site([str(model), f"other={other_model}"], tmp_path_factory.mktemp("site") / "site",
                        node_modules=NODE_MODULES)
+    yield from file_server(site)
+
+
+@pytest.fixture(scope="module")
+def korean_site_url(model, tmp_path_factory):
+    """A site written for Korean readers (export-site --lang ko), as the docs site's ko/explorer/."""
+    from aiayn.web.static_site import export_site
+
+    site = export_site([f"demo={model}"], tmp_path_factory.mktemp("site") / "ko", node_modules=NODE_MODULES,
+                       lang="ko")
+    yield from file_server(site)
+
+
+def file_server(site):
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
                                "--directory", str(site)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -218,6 +232,19 @@ def test_static_site_opens_the_model_its_address_names(page, site_url, other_mod
     page.goto(site_url + "?model=nothing")
     page.wait_for_selector("#error:has-text('other')")
     assert "nothing" in page.text_content("#error")
+
+
+@pytest.mark.parametrize("address, words", [("", "서버"), ("?model=demo&text=forty+five", "서버"),
+                                            ("?lang=en", "the server")])
+def test_a_site_written_for_korean_opens_in_korean_unless_the_address_says(page, korean_site_url, address, words):
+    """The reader's last choice (English here) gives way to the site's language; lang= in the address wins."""
+    page.goto(korean_site_url)
+    page.evaluate("localStorage.setItem('aiayn-lang', 'en')")
+    page.goto(korean_site_url + address)
+    page.wait_for_selector("[data-testid=static-note]")
+    assert words in page.text_content("[data-testid=static-note]")
+    kept = dict(p.split("=") for p in address[1:].split("&") if p)
+    assert all(f"{k}={v}" in page.url for k, v in kept.items()), page.url  # the rest of the address kept
 
 
 @pytest.mark.parametrize("lang, words", [("en", "the server"), ("ko", "서버")])
