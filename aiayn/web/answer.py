@@ -3,13 +3,17 @@ of a given target (teacher forcing, as `aiayn attention --target`); the word gro
 (aiayn.inspect.maps.capture.word_groups: the page merges words with them, it has no rule of its own); the
 probability of every output token; the word alignment of the maps (aiayn.web.alignment, what `aiayn
 translate --alignment` prints); and warnings, each a code and its numbers, which the page words in its own
-language. Written as JSON on the model's thread, the maps one matrix at a time."""
+language. With "measure": "contributions" the maps (and the alignment read from them) are the value-norm maps
+||alpha_ij f(x_j)|| with rows normalised to sum to 1, as `aiayn attention --measure contributions` draws them,
+and the answer says so ("measure"); a weights answer has no "measure" field. Written as JSON on the model's
+thread, the maps one matrix at a time."""
 
 import numpy as np
 import torch
 
 from aiayn.decoding.batches import encode_sources
 from aiayn.errors import AiaynError
+from aiayn.inspect.contributions.maps import contribution_maps
 from aiayn.inspect.maps.capture import capture, maps_of, word_groups
 from aiayn.inspect.quality.warnings import input_warnings
 from aiayn.web.alignment import DEFAULT_HEAD, AlignmentHead, alignment_json
@@ -33,11 +37,14 @@ def _search_or_force(translator, text, options, target, target_prefix):
 
 
 def page_result(translator, text: str, options, target: str, target_prefix: str, langs=(None, None),
-                alignment: AlignmentHead = DEFAULT_HEAD) -> tuple[dict, dict]:
+                alignment: AlignmentHead = DEFAULT_HEAD, measure: str = "weights") -> tuple[dict, dict]:
     """-> (the answer's fields, the maps {kind: (L, H, Q, K)}). langs: the model's (source, target);
-    alignment: the head the word alignment comes from."""
+    alignment: the head the word alignment comes from; measure: "weights" or "contributions" (the maps'
+    and the alignment's)."""
     tok = translator.tokenizer
     maps, src_ids, score, stopped, cut = _search_or_force(translator, text, options, target, target_prefix)
+    if measure == "contributions":
+        maps = contribution_maps(translator, maps)
     target_ids = [tok.piece_to_id(p) for p in maps.target_tokens]
     groups = {name: word_groups(tokens) for name, tokens in (
         ("source", maps.source_tokens), ("target", maps.target_tokens), ("target_input", maps.target_input_tokens))}
@@ -48,6 +55,8 @@ def page_result(translator, text: str, options, target: str, target_prefix: str,
               "token_probs": token_probs(translator.model, tok.bos_id, src_ids, target_ids), "words": groups,
               "alignment": alignment_json(maps, alignment),
               "warnings": warnings(translator, maps.source_tokens, text, stopped, cut, langs)}
+    if measure == "contributions":
+        fields["measure"] = measure
     return fields, maps.maps
 
 
@@ -75,8 +84,11 @@ def translate_json(translator, limits: Limits, req: TranslateRequest, langs=(Non
     source_length(translator.tokenizer, req.text)
     if req.sampling is not None:
         raise AiaynError("sampling gives plain translations: send \"attention\": false")
+    if req.measure == "contributions" and not translator.model.multi_head:
+        raise AiaynError("measure \"contributions\" needs a Transformer's layers of heads; this model's one "
+                         "attention map has weights only: leave measure out")
     fields, maps = page_result(translator, req.text, req.options(limits, attention=True), req.target,
-                               req.target_prefix, langs, alignment)
+                               req.target_prefix, langs, alignment, req.measure)
     if req.diagnostics:
         fields = with_diagnostics(translator, req.text, fields)
     return f'{dumps(fields)[:-1]},"maps":{_maps_json(maps)}}}'.encode()

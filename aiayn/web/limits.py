@@ -137,6 +137,9 @@ class TranslateRequest(DecodingControls):
     constraints: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field([], max_length=MAX_CONSTRAINTS)
     trace: bool = False  # plain mode: also the beam search, step by step (aiayn.decoding.beam_trace)
     diagnostics: bool = False  # flags and signals of the translation (aiayn.web.diagnosed); native engine
+    # what the maps measure: the attention weights, or each key's contribution ||alpha_ij f(x_j)|| with rows
+    # normalised to sum to 1 (aiayn.inspect.contributions.maps; Transformer models, with maps)
+    measure: Literal["weights", "contributions"] = "weights"
 
 
 class TranslateBatchRequest(DecodingControls):

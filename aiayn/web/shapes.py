@@ -97,6 +97,8 @@ class PageAnswer(Shape):
     alignment: Alignment | None
     warnings: list[PageWarning]
     diagnostics: Diagnostics | None = None  # with "diagnostics": true
+    # with "measure": "contributions" only: the maps are value-norm contributions, rows summing to 1
+    measure: Literal["contributions"] | None = None
     maps: dict[str, list[list[list[list[float]]]]]  # {kind: [layer][head][query][key]}
 
 
@@ -180,6 +182,8 @@ class AttentionStep(Shape):
     weights: list[float]
     unscaled_weights: list[float]
     output: list[float]
+    value_norms: list[float]  # ||f(x_j)|| = ||v_j W^O_h|| per key
+    contributions: list[float]  # alpha_j ||f(x_j)||, the row normalised to sum to 1
     layer_step: LayerStep
 
 

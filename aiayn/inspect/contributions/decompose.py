@@ -50,6 +50,14 @@ def head_values(trace: SublayerTrace) -> torch.Tensor:
     return torch.einsum("bhkc,ehc->bhke", v, w_o)  # (B, H, K, D)
 
 
+def head_value_vectors(attn, v: torch.Tensor, head: int) -> torch.Tensor:
+    """One head's values v_j = x_j W^V_h + b^V_h (..., K, d_head) -> f_h(x_j) = v_j W^O_h (..., K, D), through
+    the head's slice of the output projection (b^O excluded), as head_values computes them for every head."""
+    d_head = attn.d_head
+    w_o = attn.out_proj.weight[:, head * d_head:(head + 1) * d_head]  # W^O stored (D, D) out x in -> (D, d_head)
+    return v @ w_o.to(v.dtype).T
+
+
 def value_norm_maps(trace: SublayerTrace) -> tuple[torch.Tensor, torch.Tensor]:
     """-> (per head ||alpha^h_ij f_h(x_j)|| (B, H, Q, K), summed over heads ||sum_h alpha^h_ij f_h(x_j)||
     (B, Q, K))."""

@@ -1,6 +1,9 @@
 """One query of one head, step by step: x -> q = x W^Q, K = X W^K, V = X W^V (§3.2.2),
 q.k per key, / sqrt(d_k) (§3.2.1), the mask (-inf), softmax, the weighted sum of V. Transformer models;
-RNN models have their own step (aiayn.inspect.steps.rnn_step).
+RNN models have their own step (aiayn.inspect.steps.rnn_step). Beside each weight, the norm of what the key
+moves when fully attended, ||f(x_j)|| = ||v_j W^O_h|| (Kobayashi et al. 2020), and the key's share of the
+row's value-norm contributions, alpha_j ||f(x_j)|| / sum_k alpha_k ||f(x_k)|| (the page's "contributions"
+maps; aiayn.inspect.contributions).
 
 Every key is listed, masked ones too, with the model's mask (aiayn.model.masks, True = may attend):
 source padding in encoder self-attention and cross attention, and in decoder self-attention the keys after
@@ -13,6 +16,7 @@ import math
 
 import torch
 
+from aiayn.inspect.contributions.decompose import head_value_vectors
 from aiayn.inspect.maps.checks import InspectError
 from aiayn.model.masks import padding_mask
 
@@ -84,13 +88,25 @@ def attention_step(model, src_ids: list[int], tgt_in_ids: list[int], kind: str, 
     unscaled = torch.softmax(dots.masked_fill(~mask, float("-inf")), dim=-1).masked_fill(~mask, 0.0)
     top = scores.masked_fill(~mask, float("-inf")).max()
     exps = torch.exp(scores - top).masked_fill(~mask, 0.0) if mask.any() else torch.zeros_like(scores)
+    value_norms = head_value_vectors(_attention(model, kind, layer), v, head).norm(dim=-1)  # ||f(x_j)||: (K,)
+    moved = weights * value_norms  # alpha_j ||f(x_j)||: (K,)
+    shares = moved / moved.sum().clamp(min=torch.finfo(moved.dtype).tiny)
     return {"arch": "transformer", "kind": kind, "layer": layer, "head": head, "query": query,
             "d_model": x.size(-1), "d_k": q.size(-1), "x_vector": _round(x[0, query].float()),
             "query_vector": _round(q[query]), "keys": _round(k), "values": _round(v), "mask": mask.tolist(),
             "dots": _round(dots), "scores": [s if m else None for s, m in zip(_round(scores), mask.tolist())],
             "max_score": round(float(top), DECIMALS) if mask.any() else None,
             "exps": _round(exps), "exp_sum": round(float(exps.sum()), DECIMALS),
-            "weights": _round(weights, WEIGHT_DECIMALS), "unscaled_weights": _round(unscaled), "output": _round(output)}
+            "weights": _round(weights, WEIGHT_DECIMALS), "unscaled_weights": _round(unscaled), "output": _round(output),
+            "value_norms": _round(value_norms), "contributions": _round(shares, WEIGHT_DECIMALS)}
+
+
+def _attention(model, kind: str, layer: int):
+    """The MultiHeadAttention module of a kind and layer."""
+    if kind == "encoder_self":
+        return model.encoder_layers[layer].self_attn
+    block = model.decoder_layers[layer]
+    return block.self_attn if kind == "decoder_self" else block.cross_attn
 
 
 def _key_mask(kind: str, src, pad_id: int, n_keys: int, query: int) -> torch.Tensor:

@@ -2,6 +2,8 @@
 - POST /api/translate {"text", "beam": 4, "attention": true}: with attention (the default, the page's
   request) every attention map, the subwords and their ids, and the word alignment `aiayn translate
   --alignment` prints for those maps, from the head of `aiayn serve --alignment-head` (aiayn.web.answer);
+  "measure": "contributions" (Transformer models) gives the value-norm maps instead of the weights, rows
+  normalised (the alignment read from them), and the answer carries "measure";
   with "attention": false the plain answer {"translation", "score", "source_tokens", "target_tokens"} (target
   subwords without </s>);
 - POST /api/translate_batch {"texts": [up to MAX_BATCH_TEXTS], "beam": 4} -> {"translations":
@@ -50,6 +52,8 @@ def router(served: Served) -> APIRouter:
                 return error(400, "trace shows the native engine's beam search in plain mode: send \"attention\": "
                                   "false" if req.attention else NATIVE_ONLY)
             return await answer(request, time_limit_s, admission.run(partial(trace_json, translator, limits, req)))
+        if req.measure != "weights" and not req.attention:
+            return error(400, "measure is what the maps show: send \"attention\": true, or leave measure out")
         if req.constraints and req.attention:
             return error(400, "constraints are for plain translations: send \"attention\": false")
         if not req.attention or req.sampling is not None:  # sampling with attention: refused in there
