@@ -17,6 +17,7 @@ from aiayn.cli.common import (
     warn_input,
     warn_truncated,
 )
+from aiayn.cli.trace import TraceWriter, add_trace, check_trace
 
 
 def _add_translate(sub) -> None:
@@ -52,6 +53,7 @@ def _add_translate(sub) -> None:
                    "i-j (source word i, output word j, 0-based) from the last layer's cross-attention averaged "
                    "over heads, subwords merged into words (default: off; --n-best 1, native engine)")
     heads.add_alignment_head(p)
+    add_trace(p)
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     add_engine(p)
     _add_diagnostics(p, "write one JSON object per line instead of the text: {\"translation\", \"diagnostics\": "
@@ -152,9 +154,16 @@ def cmd_translate(args) -> int:
     translator = load_translator(args, args.model, args.weights)
     options = resolve_options(translator, options)  # before reading stdin
     alignment_of = heads.alignment_function(args, translator)
+    tracer = TraceWriter(args=args, translator=translator, options=options) if args.trace else None
 
     def decode(lines: list[str], first_line: int = 0) -> list:
         """first_line: where `lines` start in the whole input (interactive mode decodes one at a time)."""
+        results = search(lines, first_line)
+        if tracer is not None:
+            tracer.add(lines, first_line, prefixes, constraints)
+        return results
+
+    def search(lines: list[str], first_line: int) -> list:
         prefix = None
         if prefixes is not None:
             if first_line + len(lines) > len(prefixes):
@@ -187,8 +196,13 @@ def cmd_translate(args) -> int:
                          model_dirs=[*args.model, translator.model_dir])
         else:
             sys.stdout.write(text)
+        if tracer is not None:
+            tracer.close()
         return 0
-    return _interactive(translator, decode, render)
+    code = _interactive(translator, decode, render)
+    if tracer is not None:
+        tracer.close()
+    return code
 
 
 def _check_line_counts(args, lines: list[str], prefixes, constraints) -> None:
@@ -235,6 +249,7 @@ def _check_translate_flags(args, options) -> None:
     if args.workers > 1 and not engine.maps_in_workers and (args.alignment or args.sample):
         raise AiaynError(f"{'--alignment' if args.alignment else '--sample'} decodes in this process (the maps and "
                          f"the samples come from its model): drop --workers {args.workers}")
+    check_trace(args, engine)
     options.check_engine(engine)  # what the options themselves ask of the engine (translate checks it again)
 
 
