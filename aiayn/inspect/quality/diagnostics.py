@@ -12,7 +12,7 @@ import numpy as np
 
 from aiayn.errors import AiaynError
 from aiayn.inspect.quality.signals import FLAGS, SIGNALS, Evidence, attention_signals
-from aiayn.inspect.quality.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from aiayn.inspect.quality.thresholds import DEFAULT_THRESHOLDS, Thresholds, model_thresholds
 
 
 def _fires(value, threshold, rule: str) -> bool:
@@ -103,13 +103,15 @@ def check_diagnosable(translator, options) -> None:
 
 
 def translate_diagnosed(translator, sentences: list[str], options=None, *, target_prefix=None,
-                        thresholds: Thresholds = DEFAULT_THRESHOLDS, **overrides) -> list:
-    """Translator.translate with each Translation's `diagnostics` filled in (a blank line: nothing flagged).
+                        thresholds: Thresholds | None = None, **overrides) -> list:
+    """Translator.translate with each Translation's `diagnostics` filled in (a blank line: nothing flagged),
+    judged by `thresholds` (None: the model's stored ones, else the defaults: thresholds.model_thresholds).
     The maps are searched for and dropped again unless options (or overrides) ask for them."""
     from aiayn.decoding.options import DecodeOptions
 
     options = (options or DecodeOptions()).overridden(**overrides)
     check_diagnosable(translator, options)
+    thresholds = thresholds or model_thresholds(translator)
     results = translator.translate(sentences, options=options.overridden(return_attention=True),
                                    target_prefix=target_prefix)
     for source, result in zip(sentences, results):
@@ -144,11 +146,11 @@ def forced_evidence(translator, source: str, output: str) -> Evidence:
 
 
 def diagnose_output(translator, source: str, output: str, *, stopped_at_limit: bool = False,
-                    thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict:
+                    thresholds: Thresholds | None = None) -> dict:
     """The diagnostics of a given output of `source` (teacher forcing: forced_evidence); stopped_at_limit:
-    whether the search that wrote it stopped at its length limit."""
+    whether the search that wrote it stopped at its length limit; thresholds: as translate_diagnosed's."""
     evidence = forced_evidence(translator, source, output)
-    return diagnose(replace(evidence, stopped_at_limit=stopped_at_limit), thresholds)
+    return diagnose(replace(evidence, stopped_at_limit=stopped_at_limit), thresholds or model_thresholds(translator))
 
 
 def flag_counts(results) -> dict:

@@ -8,12 +8,18 @@ most 4% of val (0.7% for that model). The test split is kept for the reported fi
 false flags on clean outputs), so no threshold saw the data it is judged on. The few fixed rules
 (COVERAGE_MASS, UNKNOWN_SHARE, REPEAT_NGRAM_MAX) come from the literature or from the page's existing
 warning, and say so. A model far from that one (another language pair, domain or size) should re-run the
-script on its own validation data and pass its own Thresholds. source_contribution's default comes from the
+script on its own validation data and pass its own Thresholds; `aiayn calibrate` (and training, at its end)
+stores a model's own thresholds beside it (aiayn.inspect.quality.calibration), which its diagnostics then
+use. source_contribution's default comes from the
 same rule on a smaller Multi30k de->en model (4+4 layers, d_model 128: its 0.8% tail of val), measured after
 the others.
 """
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from aiayn.errors import AiaynError
 
 # A source word counts as attended when the output's words give it at least this much cross-attention
 # mass in all (summed over output words; last layer, heads averaged). 0.2 is the cut-off of
@@ -55,3 +61,45 @@ class Thresholds:
 
 
 DEFAULT_THRESHOLDS = Thresholds()
+
+THRESHOLDS_FILE = "thresholds.json"  # a model's own thresholds (aiayn calibrate), beside model.safetensors
+
+
+def _field_value(path: Path, name: str, value, default):
+    """A stored threshold, checked against its default's kind (a number, a [low, high] pair, a bool)."""
+    if isinstance(default, tuple):
+        ok = isinstance(value, list) and len(value) == 2 and all(isinstance(x, (int, float)) for x in value)
+        value = tuple(value) if ok else value
+    else:
+        ok = isinstance(value, bool) if isinstance(default, bool) else \
+            isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok:
+        raise AiaynError(f"{path}: thresholds.{name} is {value!r}, not like {default!r}; run `aiayn calibrate "
+                         f"--model {path.parent}` again, or delete the file to use the defaults")
+    return value
+
+
+def read_thresholds(model_dir: str | Path | None) -> Thresholds | None:
+    """The thresholds stored in model_dir/thresholds.json, None where there is none (the defaults apply).
+    Signals the file does not name keep their defaults."""
+    if model_dir is None or not (Path(model_dir) / THRESHOLDS_FILE).is_file():
+        return None
+    path = Path(model_dir) / THRESHOLDS_FILE
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))["thresholds"]
+    except (ValueError, KeyError, TypeError):
+        raise AiaynError(f"{path}: not a thresholds file (JSON with a \"thresholds\" object); run `aiayn "
+                         f"calibrate --model {path.parent}` again, or delete it to use the defaults") from None
+    if not isinstance(stored, dict):
+        raise AiaynError(f"{path}: \"thresholds\" is not an object; run `aiayn calibrate --model {path.parent}` "
+                         f"again, or delete it to use the defaults")
+    known = {f.name: getattr(DEFAULT_THRESHOLDS, f.name) for f in fields(Thresholds)}
+    unknown = sorted(set(stored) - set(known))
+    if unknown:
+        raise AiaynError(f"{path}: unknown signal {unknown[0]!r} in \"thresholds\" (known: {', '.join(known)})")
+    return replace(DEFAULT_THRESHOLDS, **{k: _field_value(path, k, v, known[k]) for k, v in stored.items()})
+
+
+def model_thresholds(translator) -> Thresholds:
+    """The thresholds a translator's diagnostics use: its model's stored ones, else the defaults."""
+    return read_thresholds(getattr(translator, "model_dir", None)) or DEFAULT_THRESHOLDS
