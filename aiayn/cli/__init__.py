@@ -16,7 +16,7 @@ from aiayn import __version__
 
 # modules of aiayn.cli
 COMMAND_GROUPS = ("train", "translate", "score", "models", "attention", "serve", "heads", "audit", "onnx_export",
-                  "export_site")
+                  "export_site", "calibrate")
 
 
 class Parser(argparse.ArgumentParser):
