@@ -34,9 +34,23 @@ test-fast: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
-# the documentation site (mkdocs.yml, docs/): strict, so a broken link or reference fails; nothing is fetched
-docs: $(STAMP)
+# the documentation site (mkdocs.yml, docs/): strict, so a broken link or reference fails; nothing is fetched.
+# Then the explorer with no server, the learning pages' "see it in the explorer": site/explorer/ (English) and
+# site/ko/explorer/ (Korean), each with the demo (?model=demo, the first) and the coreference model
+# (?model=coreference) running in the browser. The two models are trained once into runs/ and reused.
+EXPLORER_MODELS := --model demo=runs/demo/average --model coreference=runs/coreference/average
+docs: $(STAMP) node_modules/.package-lock.json runs/demo/average runs/coreference/average
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d site
+	$(VENV)/bin/aiayn export-site $(EXPLORER_MODELS) --lang en --out site/explorer
+	$(VENV)/bin/aiayn export-site $(EXPLORER_MODELS) --lang ko --out site/ko/explorer
+
+# the docs' models, trained when absent (an interrupted run resumes): the demo in about 2 minutes on 2 CPU
+# cores, the coreference model in at most 18 (configs/coreference.yaml's time budget)
+runs/demo/average: | $(STAMP)
+	$(VENV)/bin/aiayn demo --out runs/demo
+
+runs/coreference/average: | $(STAMP)
+	$(VENV)/bin/aiayn train configs/coreference.yaml --out runs/coreference
 
 # what `make test` runs of it (inside pytest): the strict build and every ```python block of docs/
 docs-check: $(STAMP)
