@@ -62,8 +62,8 @@ def test_measure_is_refused_in_one_line_where_it_cannot_apply(client, rnn_dir):
                                                     ("cross", 1, 0, 2)])
 def test_step_value_norms_times_weights_are_the_value_norm_maps(client, translator, kind, layer, head, query):
     body = client.post("/api/translate", json={"text": SENTENCE, "target": TARGET}).json()
-    step = client.post("/api/step", json={"source_ids": body["source_ids"], "target_input_ids": body["target_input_ids"],
-                                          "kind": kind, "layer": layer, "head": head, "query": query}).json()
+    ids = {"source_ids": body["source_ids"], "target_input_ids": body["target_input_ids"]}
+    step = client.post("/api/step", json={**ids, "kind": kind, "layer": layer, "head": head, "query": query}).json()
     row = _value_norms(translator, body)[kind][layer, head, query]  # alpha_j ||f(x_j)||
     weights, norms = np.array(step["weights"]), np.array(step["value_norms"])
     np.testing.assert_allclose(weights * norms, row, rtol=1e-4, atol=1e-5)

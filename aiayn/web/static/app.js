@@ -1,6 +1,9 @@
 // The page's state (S, owned here and passed to the drawing modules) and its wiring. Every panel is drawn
 // from S alone, and redrawn (or cleared) whenever the sentence, kind, layer, head, view or query changes;
 // an answer that arrives after its question was replaced is dropped (S.gen; the step panel's key).
+// The measure switch (weights | contributions) swaps S.data for the server's answer with the other measure's
+// maps (the same translation; asked once per sentence, then kept in S.answers), so every panel that reads
+// S.data.maps (matrix, thumbnails, lines, head search) shows it.
 import {api} from "./api.js";
 import {drawArch, drawFfn, drawPositions, ffnStack} from "./arch.js";
 import {download} from "./download.js";
@@ -13,6 +16,7 @@ import {fillSearch, rankHeads, showRanking} from "./search.js";
 import {createScores} from "./scores.js";
 import {renderStep, stepKey} from "./stepview.js";
 import {readUrl, writeUrl} from "./url.js";
+import {staticConfig} from "./static_mode.js";
 import {warningText} from "./warnings.js";
 import {decoratePostedit, wirePostedit} from "./postedit.js";
 import {createTimeline} from "./timeline.js";
@@ -21,14 +25,15 @@ const $ = id => document.getElementById(id);
 const KINDS = ["encoder_self", "decoder_self", "cross"], PARTS = ["pe", "ffn"];
 const S = {info: null, data: null, gen: 0, kind: "cross", layer: null, head: 0, words: false, align: false,
            scale: "global", numbers: false, lineHeads: [], query: null, preview: null, step: null, beam: null, text: "",
-           target: "", pe: undefined, open: null, pending: null, prefix: ""};
+           target: "", pe: undefined, open: null, pending: null, prefix: "", measure: "weights", answers: {},
+           request: null};
 const timeline = createTimeline(), scores = createScores();
 const handlers = {pickHead, toggleLineHead, previewQuery, select: q => selectQuery(q, false)};
 
 function showError(message) { $("error").textContent = message; }
 
 function clearViews() {
-  S.data = null; S.query = null; S.preview = null; S.step = null;
+  S.data = null; S.query = null; S.preview = null; S.step = null; S.answers = {}; S.request = null;
   $("translation").textContent = "";
   $("views").hidden = true; $("result").hidden = true; $("ready").hidden = false;
   for (const id of ["heatmap", "overview", "lines", "line-caption", "line-tops", "hover-view", "matrix-caption", "step",
@@ -65,9 +70,12 @@ async function translate(restore = null, prefix = "") {
   setBusy(true);
   try {
     const forced = target.trim() ? {target} : prefix ? {target_prefix: prefix} : {};  // prefix: a post-edit pick
-    const data = await api("/api/translate", {text, beam, diagnostics: true, ...forced});
+    const request = {text, beam, diagnostics: true, ...forced};
+    if (!canMeasure()) S.measure = "weights";
+    const data = await api("/api/translate", withMeasure(request, S.measure));
     if (gen !== S.gen) return;
-    Object.assign(S, {data, beam, text, target: target.trim() ? target : "", prefix: target.trim() ? "" : prefix});
+    Object.assign(S, {data, beam, text, target: target.trim() ? target : "", prefix: target.trim() ? "" : prefix,
+                      request, answers: {[S.measure]: data}});
     if (restore) applyRestore(restore);
     setupSelectors();
     $("warning").textContent = warningText(data.warnings, S.info);
@@ -97,6 +105,40 @@ async function loadNbest(gen, text, beam) {
       return li;
     }));
   } catch { /* the n-best list is an extra: the maps are up already */ }
+}
+
+// contributions are the server's (value norms of a Transformer's heads): not on the static explorer or an RNN
+function canMeasure() { return Boolean(S.info && S.info.multi_head) && !staticConfig(); }
+
+function withMeasure(request, measure) { return measure === "contributions" ? {...request, measure} : request; }
+
+function showMeasure() {
+  const on = S.measure === "contributions";
+  $("measure").setAttribute("aria-checked", String(on));
+  $("measure-row").hidden = !canMeasure();
+  $("measure-note").hidden = !(S.data && S.data.measure === "contributions");  // what the maps up show
+}
+
+async function toggleMeasure() {
+  S.measure = S.measure === "contributions" ? "weights" : "contributions";
+  showMeasure();
+  if (!S.data) return;
+  const gen = S.gen, measure = S.measure;
+  if (!S.answers[measure]) {
+    $("error").textContent = ""; setBusy(true);
+    try {
+      S.answers[measure] = await api("/api/translate", withMeasure(S.request, measure));
+    } catch (e) {
+      if (gen === S.gen) showError(e.message);
+      return;
+    } finally {
+      if (gen === S.gen) setBusy(false);
+    }
+  }
+  if (gen !== S.gen || measure !== S.measure) return;  // another sentence, or switched back meanwhile
+  S.data = S.answers[measure];
+  showMeasure();
+  render();
 }
 
 function applyRestore(r) {
@@ -139,6 +181,7 @@ function render() {
   if (!S.data) return;
   renderResult(S);
   decoratePostedit(S);
+  showMeasure();
   const view = renderMaps(S, handlers);
   fillSearch($("search-panel"), view);
   renderArch();
@@ -223,7 +266,7 @@ function pickHead(layer, head, scroll = true) {
 function searchHeads() {
   const q = Number($("search-query").value), k = Number($("search-key").value);
   const ranked = rankHeads(S.data.maps[S.kind], currentView(S), q, k);
-  showRanking($("search-result"), ranked, S.info, (l, h) => pickHead(l, h, false));
+  showRanking($("search-result"), ranked, S.info, (l, h) => pickHead(l, h, false), S.data.measure);
   S.query = q;
   pickHead(ranked[0].layer, ranked[0].head, false);
   selectQuery(q, false);
@@ -271,6 +314,7 @@ function wireControls() {
     if (S.data) renderFocus(S, handlers);
   });
   $("search-go").addEventListener("click", searchHeads);
+  $("measure").addEventListener("click", toggleMeasure);
   $("dl-png").addEventListener("click", () => download(S, "png"));
   $("dl-json").addEventListener("click", () => download(S, "json"));
 }
@@ -328,6 +372,7 @@ function showHashPanel() {
 async function start() {
   const restore = readUrl();
   if (restore.lang) setLanguage(restore.lang);  // the address's language wins over the last one used
+  S.measure = restore.measure;
   applyLanguage();
   wireControls(); wireMatrix();
   wirePostedit(S, prefix => translate(null, prefix));

@@ -262,5 +262,22 @@ export const TEXT_EN = {
     "--model DIR` measures each head's share over 500 sentences, and the head that wins here is not always " +
     "the one that is right most often.",
   "exp.missing": "“{word}” is not a word of this translation's source: the lesson needs the sentence as written.",
+  "measure.label": "show", "measure.weights": "weights", "measure.contributions": "contributions",
+  "measure.note":
+    "Contributions: each cell is α·‖f(x)‖, the weight times the length of the key's value vector after the " +
+    "head's output projection (f(xⱼ) = vⱼ W^O), each row divided by its sum (Kobayashi et al. 2020). A key can " +
+    "take much weight and still move little, when its vector is short. The step view shows ‖f(xⱼ)‖ beside " +
+    "each weight.",
+  "search.ranked_contributions": "{n} heads ranked by that contribution (the matrix's numbers):",
+  "search.ranked_top_contributions":
+    "The {shown} highest of the {n} heads, ranked by that contribution (the matrix's numbers):",
+  "align.contributions": "These links are read from the contributions, not the weights.",
+  "step.norm_title": "the length of the key's value vector after the head's output projection, vⱼ W^O: what " +
+    "the key moves at weight 1",
+  "step.share": "contribution", "step.share_title": "α·‖f(x)‖ of this key over the row's sum: the number the " +
+    "matrix shows with the switch on contributions",
+  "step.norms":
+    "‖f(xⱼ)‖ = ‖vⱼ W^O‖ is how long a vector the key moves when it takes all the weight. The weight times it, " +
+    "over the row's sum, is the key's contribution: a large weight on a short vector moves little.",
   lang: "한국어",
 };

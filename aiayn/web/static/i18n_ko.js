@@ -203,5 +203,19 @@ export const TEXT_KO = {
     "가중치 {weight}입니다. 문장 하나는 일화일 뿐입니다. `python bench/coreference.py --model DIR` 명령은 문장 500개에서 헤드마다 맞힌 " +
     "비율을 재며, 여기서 1위인 헤드가 가장 자주 맞히는 헤드라는 보장은 없습니다.",
   "exp.missing": "이 번역의 원문에 없는 단어입니다: “{word}”. 이 실험은 문장을 그대로 두어야 합니다.",
+  "measure.label": "보기", "measure.weights": "가중치", "measure.contributions": "기여도",
+  "measure.note":
+    "기여도: 칸마다 α·‖f(x)‖, 곧 가중치에 그 키의 값 벡터를 헤드의 출력 투영까지 통과시킨 것(f(xⱼ) = vⱼ W^O)의 " +
+    "길이를 곱하고, 행의 합으로 나눈 값입니다 (Kobayashi et al. 2020). 가중치를 많이 받은 키라도 벡터가 짧으면 " +
+    "실제로 옮기는 것은 적습니다. 단계별 계산에는 가중치 옆에 ‖f(xⱼ)‖가 나옵니다.",
+  "search.ranked_contributions": "헤드 {n}개를 그 기여도 순으로 (행렬의 숫자 그대로):",
+  "search.ranked_top_contributions": "헤드 {n}개 중 그 기여도가 높은 {shown}개 (행렬의 숫자 그대로):",
+  "align.contributions": "이 연결은 가중치가 아니라 기여도에서 읽었습니다.",
+  "step.norm_title": "키의 값 벡터를 헤드의 출력 투영까지 통과시킨 vⱼ W^O의 길이: 가중치가 1일 때 이 키가 옮기는 양",
+  "step.share": "기여도", "step.share_title": "이 키의 α·‖f(x)‖를 행 전체의 합으로 나눈 값: 스위치를 기여도에 두면 " +
+    "행렬에 나오는 숫자",
+  "step.norms":
+    "‖f(xⱼ)‖ = ‖vⱼ W^O‖는 키가 가중치를 모두 받았을 때 옮기는 벡터의 길이입니다. 가중치에 이것을 곱해 행의 " +
+    "합으로 나누면 그 키의 기여도입니다. 가중치가 커도 벡터가 짧으면 옮기는 것은 적습니다.",
   lang: "English",
 };

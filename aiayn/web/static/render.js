@@ -14,7 +14,8 @@ export function currentMatrix(S, view) { return viewMatrix(view, pieceMatrix(S.d
 export function kindName(S, kind) { return S.info.multi_head ? t("kind." + kind) : t("kind.rnn"); }
 
 export function which(S) {
-  return S.info.multi_head ? `${t("kind." + S.kind)} · ${layerName(S.layer)} · ${t("head")} ${nth(S.head)}`
+  const measure = S.data && S.data.measure === "contributions" ? ` · ${t("measure.contributions")}` : "";
+  return S.info.multi_head ? `${t("kind." + S.kind)} · ${layerName(S.layer)} · ${t("head")} ${nth(S.head)}${measure}`
     : kindName(S, S.kind);
 }
 
@@ -31,7 +32,8 @@ function alignLegend(S) {
   const from = rnn ? t("align.rnn") : a.head === null ? t("align.layer_mean", {layer: nth(a.layer)})
     : t("align.head", {layer: nth(a.layer), head: nth(a.head)});
   const spec = `${nth(a.layer)}:${a.head === null ? "mean" : nth(a.head)}`;
-  const parts = [t("align.legend", {from}), rnn ? "" : t("align.chosen." + a.chosen, {spec}),
+  const parts = [t("align.legend", {from}), S.data.measure === "contributions" ? t("align.contributions") : "",
+                 rnn ? "" : t("align.chosen." + a.chosen, {spec}),
                  t(S.data.teacher_forced ? "align.forced" : "align.own"), S.words ? "" : t("align.pieces")];
   return parts.filter(Boolean).join(" ");
 }

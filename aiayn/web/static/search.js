@@ -1,6 +1,7 @@
 // "Which head does this?": for a query token and a key token of the current view, every layer x head of
-// the current kind ranked by that weight (the maps' own numbers, merged as the view merges words). When
-// even the best is weak the page says so, why, and how to get a model whose heads do such things.
+// the current kind ranked by that weight, or contribution with the measure switch on contributions (the maps'
+// own numbers, merged as the view merges words). When even the best is weak the page says so, why, and how
+// to get a model whose heads do such things.
 import {esc} from "./api.js";
 import {layerName, nth, t} from "./i18n.js";
 import {pieceMatrix, viewMatrix} from "./matrix.js";
@@ -38,13 +39,14 @@ aiayn import-hf Helsinki-NLP/opus-mt-${info.src_lang || "en"}-${info.tgt_lang ||
 aiayn serve --model opus-mt</code></pre></div>`;
 }
 
-export function showRanking(box, ranked, info, onOpen) {
+export function showRanking(box, ranked, info, onOpen, measure = "weights") {
   const items = ranked.slice(0, SHOWN).map((r, i) => `<li><button type="button" class="rank" data-layer="${r.layer}"
  data-head="${r.head}" data-weight="${r.weight}">${esc(layerName(r.layer))} · ${esc(t("head"))} ${nth(r.head)}:
  <b>${r.weight.toFixed(3)}</b>${i === 0 ? ` (${esc(t("search.opened"))})` : ""}</button></li>`).join("");
   const best = ranked.length ? ranked[0].weight : 0;
-  const caption = ranked.length > SHOWN ? t("search.ranked_top", {shown: SHOWN, n: ranked.length})
-    : t("search.ranked", {n: ranked.length});
+  const by = measure === "contributions" ? "_contributions" : "";  // what the matrix's numbers are
+  const caption = ranked.length > SHOWN ? t("search.ranked_top" + by, {shown: SHOWN, n: ranked.length})
+    : t("search.ranked" + by, {n: ranked.length});
   box.innerHTML = `<p class="caption">${esc(caption)}</p>` +
     `<ol class="ranking">${items}</ol>` +
     (best < WEAK ? weakNote(info, best, 1 + Math.max(...ranked.map(r => r.layer))) : "");

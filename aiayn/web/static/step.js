@@ -1,6 +1,8 @@
 // The step view: how one row of one head is computed. Transformer (§3.2.1-§3.2.3):
 // x -> q = x W^Q, K, V -> q.k -> / sqrt(d_k) -> mask (-inf) -> exp -> / sum -> weighted sum of V, with the
 // unscaled softmax(q.k) after it as a marked comparison (saturation), then the rest of the layer (layerstep.js).
+// Beside each weight: ||f(x_j)|| = ||v_j W^O_h||, the length of what the key moves at weight 1, and the key's
+// contribution alpha_j ||f(x_j)|| over the row's sum (the matrix's number with the measure on contributions).
 // The table's columns follow the formula (q.k, / sqrt(d_k), exp, softmax): on a phone the weight is the
 // last column in view, the comparison comes after it.
 // RNN (Bahdanau / Luong): e^t = score(s_t, h_i) -> alpha^t = softmax(e^t) -> a_t -> tanh(W_c[a_t; s_t]) -> y^_t.
@@ -14,10 +16,13 @@ function scaleVec(values, w) { return values.map(v => v * w); }
 
 function keyRow(s, i, key) {
   const w = s.weights[i], u = s.unscaled_weights[i], masked = !s.mask[i];
-  return `<tr class="${masked ? "masked" : ""}" data-weight="${w}" data-unscaled="${u}" data-masked="${masked}">` +
+  const norm = s.value_norms[i], share = s.contributions[i];
+  return `<tr class="${masked ? "masked" : ""}" data-weight="${w}" data-unscaled="${u}" data-masked="${masked}" ` +
+    `data-norm="${norm}" data-contribution="${share}">` +
     `<th scope="row">${esc(key)}</th><td>${fmt(s.dots[i])}</td>` +
     `<td>${masked ? `<span class="minf">−∞ (${esc(t("step.masked"))})</span>` : fmt(s.scores[i])}</td>` +
     `<td>${fmt(s.exps[i], 4)}</td><td class="w">${fmt(w)}</td><td>${bar(w)}</td>` +
+    `<td class="norm" data-testid="step-norm">${fmt(norm)}</td><td>${fmt(share)}</td>` +
     `<td class="u cmp" data-testid="step-unscaled-cell">${fmt(u)} ${bar(u)}</td><td>${vec(s.keys[i], "k", 2)}</td>` +
     `<td>${vec(s.values[i], "v", 2)}</td><td>${vec(scaleVec(s.values[i], w), "softmax × v", 2)}</td></tr>`;
 }
@@ -46,9 +51,12 @@ export function transformerStep(s, keys, caption) {
 <li>softmax<sub>j</sub> = exp(${esc(t("step.score_word"))}<sub>j</sub> − max) / Σ exp = exp / ${fmt(s.exp_sum, 4)}</li>
 </ol>
 <p class="note" data-testid="step-unscaled">${esc(saturation(s))}</p>
+<p class="note" data-testid="step-norms">${esc(t("step.norms"))}</p>
 <div class="table-box" data-flow="softmax"><table class="step" id="step-table">
 <thead><tr><th>${esc(t("step.key"))}</th><th>q·k</th><th>÷ √d<sub>k</sub></th>
 <th>exp</th><th class="w">softmax</th><th></th>
+<th title="${esc(t("step.norm_title"))}">‖f(x<sub>j</sub>)‖</th>
+<th title="${esc(t("step.share_title"))}">${esc(t("step.share"))}</th>
 <th class="cmp" title="${esc(t("step.unscaled_title"))}">${esc(t("step.unscaled"))}</th>
 <th>k</th><th>v</th><th>softmax × v</th></tr></thead>
 <tbody>${rows}</tbody></table></div>

@@ -1,8 +1,8 @@
 // The page's address restores a view: the sentence, the target (teacher forcing), the beam, the kind,
 // layer, head and query row (1-based, as the page shows them: q=2 is "row 2"), the word view, the
-// word-alignment overlay, a post-edit's prefix (the start of the translation a click on an alternative fixed),
-// the page's language (lang=ko) and the open part of the Transformer's map (open=pe or open=ffn); the hash
-// names the panel in view (#search-panel) and is kept.
+// word-alignment overlay, the measure the maps show (measure=contributions), a post-edit's prefix (the start
+// of the translation a click on an alternative fixed), the page's language (lang=ko) and the open part of the
+// Transformer's map (open=pe or open=ffn); the hash names the panel in view (#search-panel) and is kept.
 import {lang} from "./i18n.js";
 
 export function readUrl() {
@@ -12,7 +12,8 @@ export function readUrl() {
   const index = name => (p.get(name) === "mean" ? "mean" : int(name, 1));
   return {text: p.get("text") || "", target: p.get("target") || "", beam: int("beam"), kind: p.get("kind"),
           layer: index("layer"), head: index("head"), query: int("q", 1), words: p.get("words") === "1",
-          align: p.get("align") === "1", prefix: p.get("prefix") || "", lang: p.get("lang"), open: p.get("open")};
+          align: p.get("align") === "1", prefix: p.get("prefix") || "", lang: p.get("lang"), open: p.get("open"),
+          measure: p.get("measure") === "contributions" ? "contributions" : "weights"};
 }
 
 export function writeUrl(S, text, target) {
@@ -39,6 +40,7 @@ function sentenceParams(S, text, target) {
   p.set("layer", one(S.layer)); p.set("head", one(S.head));
   if (S.words) p.set("words", "1");
   if (S.align) p.set("align", "1");
+  if (S.measure === "contributions") p.set("measure", "contributions");
   if (S.query !== null) p.set("q", String(S.query + 1));
   return p;
 }
