@@ -2,51 +2,54 @@
 
     python bench/diagnostics.py MODEL --data-dir ../shared/data/multi30k [--pair de-en] [--limit N]
 
-1. Thresholds on Multi30k val: the model's own outputs (clean), each measured signal's tail of the same
-   size q on its suspect side (aiayn.inspect.quality.signals: the q-th percentile of log_prob, the (100-q)-th of
-   eos_attention, uncovered_share, source_copy, repeat_run, both q/2 tails of length_ratio), q the largest
-   of 1.0%, 0.9%, ... 0.1% for which all the flags together fire on at most FLAG_BUDGET of val. These are
-   the defaults in aiayn/inspect/quality/thresholds.py.
-2. On test_2016_flickr, with those thresholds: the clean outputs (negatives, and the false-flag rate), and
-   injected pathologies (positives):
-   - hallucination: the source perturbed as in Lee et al. 2019 (one rare source piece put at its start) and
-     translated; the output counts as hallucinated when its chrF against the unperturbed output is below
+1. Thresholds on Multi30k val: the model's own outputs (clean), settled as `aiayn calibrate` does
+   (aiayn.inspect.quality.calibration: each measured signal's tail of the same size q on its suspect side,
+   q the largest of 1.0%, 0.9%, ... 0.1% for which all the flags together fire on at most 4% of val).
+2. Injected pathologies, on val and on test_2016_flickr alike (positives), against the model's own clean
+   outputs (negatives). Hallucinations, the kinds of Guerreiro et al. 2023 and Lee et al. 2019:
+   - perturbed: the source perturbed as in Lee et al. 2019 (one rare source piece put at its start) and
+     translated by the search; kept when the output's chrF against the unperturbed output is below
      HALLUCINATION_CHRF (perturbed outputs that stay close are left out);
-   - detached: the model's own clean output of the next sentence given as this one's (a fluent output with
-     nothing of its source: a fully detached hallucination, Guerreiro et al. 2023), where the two outputs'
-     chrF is below HALLUCINATION_CHRF;
-   - cut short: the clean output's first half (outputs of 4 words or more);
-   - repetition: an n-gram (1-3 words) of the clean output written three times in a row in its place;
-   - copy: the source itself as the output.
+   - detached: the model's own clean output of another sentence given as this one's (fully detached), kept
+     where the two outputs' chrF is below HALLUCINATION_CHRF;
+   - half detached: the clean output's first half, then the second half of another sentence's output
+     (strongly detached: half of it has nothing to do with the source);
+   - source cut: the clean output given for the source's first half (sources of 4 words or more): its second
+     half says what the source no longer does;
+   - oscillation: an n-gram (1-3 words) of the clean output written three times in a row in its place.
+   Other pathologies, reported apart (not hallucinations): copy, the source itself as the output; cut short,
+   the clean output's first half (an omission).
    Injected outputs are judged by teacher forcing (aiayn.inspect.quality.diagnostics.forced_evidence).
-Prints each signal's AUROC per pathology (bench/roc.py) with the best signal's 95% bootstrap interval,
-the share of each pathology flagged, and the share of clean outputs flagged, as a Markdown table, then
-every signal's interval for the hallucination kinds; --json writes everything.
+3. A combined score: a logistic regression over every measured signal's suspicion (standardized), fitted on
+   val only (clean outputs against val's injected hallucinations, the two classes weighed equally), then
+   applied to test.
+Prints, for test, each signal's and the combined score's AUROC per kind (bench/roc.py) with its 95% bootstrap
+interval, the share of each kind flagged under the val thresholds, and the share of clean outputs flagged,
+as Markdown; --json writes everything.
 """
 
 import argparse
 import json
 import random
-import time
-from dataclasses import replace
 
 import numpy as np
 from roc import auroc, auroc_interval  # bench/roc.py, beside this script
 
 from aiayn.decoding.translator import Translator
 from aiayn.evaluation import corpus_bleu, load_test_set
-from aiayn.inspect.quality.diagnostics import diagnose, flags_under, forced_evidence, translate_diagnosed
-from aiayn.inspect.quality.signals import SIGNALS as ALL_SIGNALS
-from aiayn.inspect.quality.thresholds import Thresholds
+from aiayn.inspect.quality.calibration import MEASURED, flagged_share, signal_values, thresholds_on
+from aiayn.inspect.quality.diagnostics import diagnose, forced_evidence, translate_diagnosed
+from aiayn.inspect.quality.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
-HALLUCINATION_CHRF = 30.0  # chrF of a perturbed source's output against the unperturbed one's, below: hallucinated
+HALLUCINATION_CHRF = 30.0  # chrF of an output against the source's own clean output, below: hallucinated
 N_RARE = 50  # the perturbing pieces: the source vocabulary's last N_RARE ordinary pieces (its rarest merges)
-TRIES = 4  # perturbations tried per sentence (another rare word where the previous left the output alone)
-FLAG_BUDGET = 0.04  # the share of clean val outputs all flags together may raise: each signal's 1% tail
-# added up to 5.1% of clean test outputs over six signals; 4% on val leaves room for the step to test
-# the measured signals (those with a suspect side); the others are fixed rules
-MEASURED = tuple(s for s in ALL_SIGNALS if s.suspect is not None)
+TRIES = 2  # perturbations tried per sentence (another rare word where the previous left the output alone)
+HALLUCINATIONS = ("perturbed", "detached", "half detached", "source cut", "oscillation")
+OTHERS = ("copy", "cut short")
+POOLED = "all hallucinations"
+COMBINED = "combined"
 SIGNALS = tuple(s.name for s in MEASURED)
+L2 = 1e-2  # the logistic regression's ridge, on standardized features
 
 
 def suspicion(signal, value: float, usual: dict) -> float:
@@ -59,35 +62,35 @@ def suspicion(signal, value: float, usual: dict) -> float:
     return float(value)
 
 
-def values(diagnostics: list[dict], name: str) -> np.ndarray:
-    return np.array([d["signals"][name]["value"] for d in diagnostics], dtype=np.float64)
+def features(diagnostics: list[dict], usual: dict) -> np.ndarray:
+    """(N, len(SIGNALS)): each measured signal's suspicion."""
+    return np.array([[suspicion(s, d["signals"][s.name]["value"], usual) for s in MEASURED] for d in diagnostics],
+                    dtype=np.float64).reshape(len(diagnostics), len(MEASURED))
 
 
-def threshold_at(signal, values: np.ndarray, tail: float):
-    """A signal's `tail` (a percentage) on the suspect side of clean values, settled into a threshold (both
-    sides: tail/2 on each, a (low, high) pair)."""
-    if signal.suspect == "both":
-        return tuple(signal.settle(p) for p in np.percentile(values, [tail / 2, 100 - tail / 2]))
-    return signal.settle(np.percentile(values, tail if signal.suspect == "low" else 100 - tail))
-
-
-def thresholds_at(val: list[dict], tail: float) -> Thresholds:
-    """Each measured signal's `tail` (a percentage) on clean val outputs, rounded (see the module docstring)."""
-    return replace(Thresholds(), **{s.name: threshold_at(s, values(val, s.name), tail) for s in MEASURED})
-
-
-def flagged_at(val: list[dict], t: Thresholds) -> float:
-    """The share of clean val outputs that raise any flag under thresholds t."""
-    return float(np.mean([bool(flags_under(d, t)) for d in val if d["signals"]]))
-
-
-def thresholds_on(val: list[dict]) -> tuple[Thresholds, float]:
-    """-> (the thresholds of the largest tail that keeps val's flagged share within FLAG_BUDGET, that tail)."""
-    for tail in np.arange(1.0, 0.05, -0.1):
-        thresholds = thresholds_at(val, float(tail))
-        if flagged_at(val, thresholds) <= FLAG_BUDGET:
+def fit_logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Logistic regression by Newton's method, the classes weighed equally, a ridge of L2 on the weights:
+    x (N, F), y (N,) of 0/1 -> (mean (F,), scale (F,), weights (F + 1,), bias last) for combined_score."""
+    mean, scale = x.mean(0), x.std(0) + 1e-9
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])  # (N, F + 1)
+    weight = np.where(y == 1, 0.5 / max(y.sum(), 1), 0.5 / max((1 - y).sum(), 1))  # (N,) each class sums to 1/2
+    ridge = np.diag([L2] * x.shape[1] + [0.0])
+    w = np.zeros(z.shape[1])
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-z @ w))
+        gradient = z.T @ (weight * (p - y)) + ridge @ w
+        hessian = (z * (weight * p * (1 - p))[:, None]).T @ z + ridge
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.abs(step).max() < 1e-8:
             break
-    return thresholds, round(float(tail), 1)
+    return mean, scale, w
+
+
+def combined_score(model: tuple, x: np.ndarray) -> np.ndarray:
+    """The fitted regression's log-odds of a hallucination, (N,)."""
+    mean, scale, w = model
+    return (x - mean) / scale @ w[:-1] + w[-1]
 
 
 def rare_pieces(translator) -> list[str]:
@@ -110,69 +113,99 @@ def repeated(words: list[str], rng: random.Random) -> str:
     return " ".join(words[:start] + gram * 3 + words[start + n:])
 
 
+def perturbed(translator, sources: list[str], clean, thresholds: Thresholds) -> list[dict]:
+    """Lee et al.: a rare word put at the source's start; another where the first left the output alone."""
+    rare, found, left = rare_pieces(translator), [], list(range(len(sources)))
+    for attempt in range(TRIES):
+        changed = [f"{rare[(i + attempt * 17) % len(rare)]} {sources[i]}" for i in left]
+        outputs = translator.translate(changed)  # without maps: only the hits are diagnosed, below
+        hit = [chrf(r.text, clean[i].text) < HALLUCINATION_CHRF for i, r in zip(left, outputs)]
+        hits = [c for c, h in zip(changed, hit) if h]
+        found += [r.diagnostics for r in translate_diagnosed(translator, hits, thresholds=thresholds)] if hits else []
+        left = [i for i, h in zip(left, hit) if not h]
+    return found
+
+
 def injected(translator, sources: list[str], clean, thresholds: Thresholds, seed: int) -> dict:
-    """Per pathology, the diagnostics of its injected outputs."""
-    rng, rare = random.Random(seed), rare_pieces(translator)
-    hallucinated, left = [], list(range(len(sources)))
-    for attempt in range(TRIES):  # Lee et al.: a rare word at the start; another where the first did nothing
-        perturbed = [f"{rare[(i + attempt * 17) % len(rare)]} {sources[i]}" for i in left]
-        outputs = translator.translate(perturbed)  # without maps: only the hits are diagnosed, below
-        found = [chrf(r.text, clean[i].text) < HALLUCINATION_CHRF for i, r in zip(left, outputs)]
-        hits = [p for p, hit in zip(perturbed, found) if hit]
-        hallucinated += [r.diagnostics for r in translate_diagnosed(translator, hits, thresholds=thresholds)] \
-            if hits else []
-        left = [i for i, hit in zip(left, found) if not hit]
+    """Per kind, the diagnostics of its injected outputs."""
+    rng = random.Random(seed)
 
     def forced(pairs):
         return [diagnose(forced_evidence(translator, s, o), thresholds) for s, o in pairs]
 
-    outs = [(s, c.text.split()) for s, c in zip(sources, clean) if c.text.strip()]
-    others = [(sources[i], clean[(i + 1) % len(clean)].text) for i in range(len(sources))]
-    return {"hallucination": hallucinated,
-            "detached": forced([(s, o) for (s, o), c in zip(others, clean)
-                                if o.strip() and chrf(o, c.text) < HALLUCINATION_CHRF]),
-            "cut short": forced([(s, " ".join(w[: len(w) // 2])) for s, w in outs if len(w) >= 4]),
-            "repetition": forced([(s, repeated(w, rng)) for s, w in outs]),
-            "copy": forced([(s, s) for s in sources])}
+    n = len(sources)
+    words = [c.text.split() for c in clean]
+    other = [(i + 1 + rng.randrange(n - 1)) % n for i in range(n)]  # another sentence, never this one
+    kept = [i for i in range(n) if words[i]]
+    return {"perturbed": perturbed(translator, sources, clean, thresholds),
+            "detached": forced([(sources[i], clean[other[i]].text) for i in kept
+                                if clean[other[i]].text.strip() and
+                                chrf(clean[other[i]].text, clean[i].text) < HALLUCINATION_CHRF]),
+            "half detached": forced([(sources[i], " ".join(words[i][: len(words[i]) // 2] +
+                                                           words[other[i]][len(words[other[i]]) // 2:]))
+                                     for i in kept if len(words[i]) >= 4 and len(words[other[i]]) >= 4]),
+            "source cut": forced([(" ".join(sources[i].split()[: len(sources[i].split()) // 2]), clean[i].text)
+                                  for i in kept if len(sources[i].split()) >= 4]),
+            "oscillation": forced([(sources[i], repeated(words[i], rng)) for i in kept]),
+            "copy": forced([(s, s) for s in sources if s.strip()]),
+            "cut short": forced([(sources[i], " ".join(words[i][: len(words[i]) // 2]))
+                                 for i in kept if len(words[i]) >= 4])}
 
 
-def flagged_share(diagnostics: list[dict], flag: str | None = None) -> float:
-    hits = [bool(d["flags"]) if flag is None else flag in d["flags"] for d in diagnostics]
-    return float(np.mean(hits)) if hits else float("nan")
+def with_pool(kinds: dict) -> dict:
+    return {**kinds, POOLED: [d for k in HALLUCINATIONS for d in kinds[k]]}
 
 
-def report(clean: list[dict], kinds: dict, usual: dict) -> dict:
-    table = {}
+def scores(diagnostics: list[dict], usual: dict, regression: tuple) -> dict:
+    """Per signal (and the combined score), the suspicion of each output, (N,) each."""
+    x = features(diagnostics, usual)
+    return {**{name: x[:, j] for j, name in enumerate(SIGNALS)}, COMBINED: combined_score(regression, x)}
+
+
+def report(clean: list[dict], kinds: dict, usual: dict, regression: tuple) -> dict:
+    negatives, table = scores(clean, usual, regression), {}
     for kind, positives in kinds.items():
-        scores = {s.name: ([suspicion(s, v, usual) for v in values(positives, s.name)],
-                           [suspicion(s, v, usual) for v in values(clean, s.name)]) for s in MEASURED}
-        row = {name: auroc(*pair) for name, pair in scores.items()} if positives else {}
-        if row:  # the 95% bootstrap intervals: wide for a kind with few cases
-            row["intervals"] = {name: auroc_interval(*pair) for name, pair in scores.items()}
-            row["best"] = max(SIGNALS, key=row.get)
-            row["interval"] = row["intervals"][row["best"]]
-        row.update(n=len(positives), flagged=flagged_share(positives))
+        row = {"n": len(positives), "flagged": float(np.mean([bool(d["flags"]) for d in positives]))
+               if positives else float("nan")}
+        if positives:
+            found = scores(positives, usual, regression)
+            row["auroc"] = {name: auroc(found[name], negatives[name]) for name in found}
+            row["interval"] = {name: auroc_interval(found[name], negatives[name]) for name in found}
         table[kind] = row
     flags = sorted({s["flag"] for d in clean for s in d["signals"].values()})
-    false_flags = {flag: flagged_share(clean, flag) for flag in flags}
-    false_flags["any"] = flagged_share(clean)
-    return {"auroc": table, "false_flags": false_flags}
+    false_flags = {flag: float(np.mean([flag in d["flags"] for d in clean])) for flag in flags}
+    false_flags["any"] = float(np.mean([bool(d["flags"]) for d in clean]))
+    return {"kinds": table, "false_flags": false_flags}
 
 
 def markdown(result: dict) -> str:
-    lines = ["| pathology | n | " + " | ".join(SIGNALS) + " | best's 95% interval | flagged |",
-             "|---|---:|" + "---:|" * (len(SIGNALS) + 2)]
-    for kind, row in result["auroc"].items():
-        cells = " | ".join(f"{row[name]:.3f}" if name in row else "-" for name in SIGNALS)
-        interval = "{:.3f}-{:.3f}".format(*row["interval"]) if "interval" in row else "-"
-        lines.append(f"| {kind} | {row['n']} | {cells} | {interval} | {row['flagged']:.1%} |")
+    names = (*SIGNALS, COMBINED)
+    lines = ["| injected kind | n | " + " | ".join(f"`{n}`" for n in names) + " | flagged |",
+             "|---|---:|" + "---:|" * (len(names) + 1)]
+    for kind, row in result["kinds"].items():
+        if "auroc" not in row:
+            lines.append(f"| {kind} | 0 |" + " - |" * (len(names) + 1))
+            continue
+        best = max(SIGNALS, key=row["auroc"].get)
+        cells = []
+        for name in names:
+            low, high = row["interval"][name]
+            cell = f"{row['auroc'][name]:.3f} ({low:.3f}-{high:.3f})"
+            cells.append(f"**{cell}**" if name == best else cell)
+        lines.append(f"| {kind} | {row['n']} | " + " | ".join(cells) + f" | {row['flagged']:.1%} |")
     lines.append("")
-    for kind in ("hallucination", "detached"):
-        if "intervals" in result["auroc"].get(kind, {}):
-            lines.append(f"{kind}, 95% intervals: " + ", ".join(
-                "{} {:.3f}-{:.3f}".format(name, *pair) for name, pair in result["auroc"][kind]["intervals"].items()))
     lines.append("clean test outputs flagged: " + ", ".join(f"{k} {v:.1%}" for k, v in result["false_flags"].items()))
+    weights = result["combined_weights"]
+    lines.append("combined score (log-odds, standardized signals): " +
+                 ", ".join(f"{k} {v:+.2f}" for k, v in weights.items()))
     return "\n".join(lines)
+
+
+def split_run(translator, sources: list[str], thresholds: Thresholds | None, seed: int):
+    """-> (the model's clean outputs, their diagnostics, the injected kinds' diagnostics)."""
+    clean = translate_diagnosed(translator, sources, thresholds=thresholds or DEFAULT_THRESHOLDS)
+    return clean, [r.diagnostics for r in clean], with_pool(injected(translator, sources, clean,
+                                                                      thresholds or DEFAULT_THRESHOLDS, seed))
 
 
 def main() -> None:
@@ -180,7 +213,8 @@ def main() -> None:
     ap.add_argument("model")
     ap.add_argument("--data-dir")
     ap.add_argument("--pair", default="de-en")
-    ap.add_argument("--limit", type=int, help="only the first N sentences of each split (a quick run)")
+    ap.add_argument("--limit", type=int, default=400, help="only the first N sentences of each split "
+                    "(default: 400)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the thresholds, BLEU and the table here")
     args = ap.parse_args()
@@ -189,20 +223,22 @@ def main() -> None:
     test_src, test_ref = load_test_set(dataset="multi30k", pair=args.pair, split="test_2016_flickr",
                                        data_dir=args.data_dir)
     val_src, test_src, test_ref = val_src[: args.limit], test_src[: args.limit], test_ref[: args.limit]
-    start = time.perf_counter()
-    val = [r.diagnostics for r in translate_diagnosed(translator, val_src)]
+    _, val, val_kinds = split_run(translator, val_src, None, args.seed)
+    val = [d for d in val if d["signals"]]
     thresholds, tail = thresholds_on(val)
-    usual = {s.name: float(np.median(values(val, s.name))) for s in MEASURED if s.suspect == "both"}
-    print(f"thresholds (val, each signal's {tail}% tail, {flagged_at(val, thresholds):.1%} of val flagged, "
-          f"{time.perf_counter() - start:.0f} s): {thresholds}", flush=True)
-    clean = translate_diagnosed(translator, test_src, thresholds=thresholds)
+    usual = {s.name: float(np.median(signal_values(val, s.name))) for s in MEASURED if s.suspect == "both"}
+    print(f"thresholds (val, each signal's {tail}% tail, {flagged_share(val, thresholds):.1%} of val flagged): "
+          f"{thresholds}", flush=True)
+    x = np.vstack([features(val, usual), features(val_kinds[POOLED], usual)])
+    y = np.concatenate([np.zeros(len(val)), np.ones(len(val_kinds[POOLED]))])
+    regression = fit_logistic(x, y)
+    clean, test, test_kinds = split_run(translator, test_src, thresholds, args.seed + 1)
     bleu = corpus_bleu([r.text for r in clean], test_ref).score
-    print(f"test BLEU {bleu:.2f} ({len(clean)} sentences, {time.perf_counter() - start:.0f} s)", flush=True)
-    result = report([r.diagnostics for r in clean], injected(translator, test_src, clean, thresholds, args.seed),
-                    usual)
-    result.update(bleu=bleu, thresholds=vars(thresholds), tail_percent=tail,
-                  val_flagged=flagged_at(val, thresholds), sentences=len(clean), usual=usual,
-                  seconds=round(time.perf_counter() - start))
+    print(f"test BLEU {bleu:.2f} ({len(clean)} sentences)", flush=True)
+    result = report([d for d in test if d["signals"]], test_kinds, usual, regression)
+    result.update(bleu=bleu, thresholds=vars(thresholds), tail_percent=tail, val_flagged=flagged_share(val, thresholds),
+                  sentences=len(clean), usual=usual, val_injected={k: len(v) for k, v in val_kinds.items()},
+                  combined_weights=dict(zip(SIGNALS + ("bias",), np.round(regression[2], 3).tolist())))
     print(markdown(result))
     if args.json:
         with open(args.json, "w") as f:

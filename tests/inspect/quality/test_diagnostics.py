@@ -14,6 +14,7 @@ from aiayn.cli import main
 from aiayn.decoding.sampling import SamplingOptions
 from aiayn.decoding.translator import Translator
 from aiayn.errors import AiaynError
+from aiayn.inspect.quality import calibration
 from aiayn.inspect.quality.diagnostics import diagnose, flags_under, forced_evidence, translate_diagnosed
 from aiayn.inspect.quality.signals import FLAGS, SIGNALS, Evidence, repeat_run
 from aiayn.inspect.quality.thresholds import COVERAGE_MASS, DEFAULT_THRESHOLDS, Thresholds
@@ -233,19 +234,19 @@ def _bench(name: str):
     return module
 
 
-def test_bench_thresholds_keep_all_flags_within_the_budget():
-    """bench/diagnostics.py shrinks every signal's tail together until all flags fire on at most
-    FLAG_BUDGET of val; its flagged share is diagnose()'s for the same thresholds."""
-    bench, rng = _bench("diagnostics"), np.random.default_rng(0)
+def test_calibration_keeps_all_flags_within_the_budget():
+    """Calibration (and bench/diagnostics.py through it) shrinks every signal's tail together until all flags
+    fire on at most FLAG_BUDGET of val; its flagged share is diagnose()'s for the same thresholds."""
+    rng = np.random.default_rng(0)
     words = ["".join(rng.choice(list("abcdefghijklmnop"), 5)) for _ in range(40)]
     evidences = [Evidence(source="ein Hund läuft", output=" ".join(rng.choice(words, 3)), src_tokens=SRC,
                           tgt_tokens=TGT, cross=diagonal() + rng.uniform(0, 0.3, (2, 2, 4, 4)),
                           log_prob=float(rng.normal(-2, 1)), source_shares=rng.uniform(0.3, 0.8, 4))
                  for _ in range(400)]
     val = [diagnose(e) for e in evidences]
-    thresholds, tail = bench.thresholds_on(val)
-    share = bench.flagged_at(val, thresholds)
-    assert 0 < share <= bench.FLAG_BUDGET and 0.1 <= tail <= 1.0
+    thresholds, tail = calibration.thresholds_on(val)
+    share = calibration.flagged_share(val, thresholds)
+    assert 0 < share <= calibration.FLAG_BUDGET and 0.1 <= tail <= 1.0
     assert share == np.mean([bool(diagnose(e, thresholds)["flags"]) for e in evidences])
     strict = replace(thresholds, log_prob=-1.0, source_copy=5.0)  # flags_under judges again as diagnose() would
     assert [flags_under(d, strict) for d in val] == [diagnose(e, strict)["flags"] for e in evidences]
