@@ -47,6 +47,20 @@ def _threads(cfg):
     return choice
 
 
+def _store_thresholds(out, device: str) -> None:
+    """The model's own diagnostic thresholds, from its validation outputs (aiayn.inspect.quality.calibration),
+    stored beside it; a run whose validation data cannot be translated keeps the defaults, with a line."""
+    from aiayn.errors import AiaynError
+    from aiayn.inspect.quality.calibration import calibrate_model
+
+    try:
+        path, calibration = calibrate_model(out, device=device)
+    except AiaynError as err:
+        print(f"diagnostic thresholds not stored ({err}); the diagnostics use the defaults")
+        return
+    print(f"diagnostic thresholds of its {calibration['sentences']} validation outputs: {path}")
+
+
 def cmd_train(args) -> int:
     from aiayn.cli import _exit_now
     from aiayn.config import load_config
@@ -87,6 +101,7 @@ def cmd_train(args) -> int:
     if p.best_step:
         print(f"best dev BLEU {p.best_bleu:.2f} at step {p.best_step}" if p.best_bleu >= 0 else
               f"best validation loss {p.best_valid_loss:.3f} at step {p.best_step}")
+    _store_thresholds(out, args.device)
     print(f"model directories: {_existing(out, ('average', 'best', 'checkpoints'))}")
     return 0
 
@@ -106,6 +121,7 @@ def cmd_demo(args) -> int:
     if trainer.stopped_by_signal:
         print(f"{trainer.stop_reason}; run `aiayn demo --out {args.out}` again to resume")
         return 128 + int(getattr(signal, trainer.stopped_by_signal))
+    _store_thresholds(args.out, "cpu")
     model_dir = resolve_model_dir(args.out)  # average, else best, else the latest (a run shorter than eval_every)
     translator = Translator.from_pretrained(model_dir)
     test = number_task(cfg.data.synthetic_train, cfg.data.synthetic_valid, cfg.data.synthetic_valid,
