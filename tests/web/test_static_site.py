@@ -8,11 +8,14 @@ Needs Chromium (as tests/web/test_browser.py finds it), onnx, and the npm packag
 @agnai/sentencepiece-js in the repository's node_modules (or the folder AIAYN_NODE_MODULES names, as
 tests/interop/test_onnx_web.py); skipped without them."""
 
+import html
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -68,6 +71,20 @@ def korean_site_url(model, tmp_path_factory):
     site = export_site([f"demo={model}"], tmp_path_factory.mktemp("site") / "ko", node_modules=NODE_MODULES,
                        lang="ko")
     yield from file_server(site)
+
+
+@pytest.fixture(scope="module")
+def docs_site_url(model, other_model, tmp_path_factory):
+    """The docs site as `make docs` builds it (mkdocs, then the explorer in English and Korean), with the
+    test's small models under the names the learning pages' links use."""
+    from aiayn.web.static_site import export_site
+
+    site = tmp_path_factory.mktemp("docs") / "site"
+    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)], cwd=REPO,
+                   check=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    for lang, out in (("en", site / "explorer"), ("ko", site / "ko" / "explorer")):
+        export_site([f"demo={model}", f"coreference={other_model}"], out, node_modules=NODE_MODULES, lang=lang)
+    yield site, next(file_server(site))
 
 
 def file_server(site):
@@ -256,3 +273,34 @@ def test_static_site_says_the_step_view_needs_the_server(page, site_url, lang, w
     page.click("#heatmap button.q[data-q='0']")
     page.wait_for_selector("#step .error")
     assert words in page.text_content("#step .error")
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_every_learning_pages_link_opens_its_view_in_the_explorer_of_its_language(page, docs_site_url, lang):
+    """Each link of the built learning pages: the explorer of the page's language, which translates the
+    link's sentence and shows the link's kind, layer and head (the address the page writes back from what it
+    shows), in the page's language, with the panel it names."""
+    site, url = docs_site_url
+    learn = site / ("ko/learn" if lang == "ko" else "learn")
+    pages = sorted(learn.rglob("index.html"))
+    assert len(pages) >= 13
+    for built in pages:
+        page_url = url + built.parent.relative_to(site).as_posix() + "/"
+        hrefs = re.findall(r'href="([^"]*explorer/\?[^"]*)"', built.read_text(encoding="utf-8"))
+        assert hrefs, built
+        for href in hrefs:
+            target = urllib.parse.urljoin(page_url, html.unescape(href))
+            parts = urllib.parse.urlsplit(target)
+            assert parts.path == ("/ko/explorer/" if lang == "ko" else "/explorer/"), (built, href)
+            asked = dict(urllib.parse.parse_qsl(parts.query))
+            page.goto(target)
+            page.wait_for_selector("#heatmap td.cell", timeout=60000)
+            assert page.text_content("#translation"), (built, href)
+            shown = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(page.url).query))
+            for name in ("text", "kind", "layer", "head", "words", "lang", "model"):
+                assert shown.get(name) == asked.get(name), (built, href, name, shown)
+            assert shown["beam"] == asked.get("beam", shown["beam"]), (built, href)  # else the model's own
+            assert page.evaluate("document.documentElement.lang") == lang
+            if asked.get("open") == "pe":
+                page.wait_for_selector("[data-testid=pe-panel]:not([hidden])")
+            assert urllib.parse.urlsplit(page.url).fragment == parts.fragment
