@@ -55,7 +55,7 @@ def _store_thresholds(out, device: str) -> None:
 
     try:
         path, calibration = calibrate_model(out, device=device)
-    except AiaynError as err:
+    except (AiaynError, OSError) as err:  # the model is saved: its thresholds are an extra
         print(f"diagnostic thresholds not stored ({err}); the diagnostics use the defaults")
         return
     print(f"diagnostic thresholds of its {calibration['sentences']} validation outputs: {path}")
