@@ -381,6 +381,19 @@ def test_demo_ends_by_naming_the_commands_to_try(tmp_path, capsys):
         assert command in printed
 
 
+@pytest.mark.slow
+def test_the_demo_records_a_timeline_for_the_explorer(tmp_path, capsys):
+    """The demo config keeps two dev sentences' maps at each validation: the explorer's timeline slider is on
+    the README's first path (aiayn demo, then aiayn serve)."""
+    from aiayn.cli import main
+    from aiayn.web.timeline import find_timeline
+
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--set", "train.max_steps=10", "--set", "train.eval_every=10"]) == 0
+    timeline = find_timeline(out / "checkpoints" / "step_00000010")
+    assert timeline is not None and [p.name for p in timeline.glob("*.npz")] == ["step_00000010.npz"]
+
+
 @pytest.mark.parametrize("preset", ["tiny", "rnn-luong", "rnn-bahdanau"])
 def test_training_objective_is_the_fused_loss_of_any_models_decoder_output(preset):
     """Every model, RNN included, trains through TrainingObjective (the shared decoder_output interface)."""
