@@ -112,6 +112,7 @@ PARSE_ONLY = {
     "python docs/screenshots.py diagnostics --model runs/de_en --out diagnostics.png":
         "a browser screenshot (Chromium) of the diagnostics guide's picture",
     "make test": "the whole test suite", "make demo": "trains",
+    "make docs": "trains the explorer's two models when runs/ lacks them (up to 20 minutes)",
     "pip install 'aiayn[tensorboard]'": "an install", "pip install 'aiayn[onnx]'": "an install",
     "tensorboard --logdir runs/numbers/tensorboard": "a server on a training run's logs",
 }
