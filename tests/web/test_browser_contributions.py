@@ -13,7 +13,7 @@ from tests.web import test_browser as shared
 from tests.web.test_browser_explorer import heat, open_page, translated
 
 pytestmark = pytest.mark.slow
-browser, server = shared.browser, shared.server  # the shared fixtures
+browser, rnn_server, server = shared.browser, shared.rnn_server, shared.server  # the shared fixtures
 QUERY = "?text=forty+five+thousand&kind=cross&layer=2&head=3"
 TOGGLE = "[data-testid=measure-toggle]"
 
@@ -91,3 +91,11 @@ def test_step_view_shows_each_keys_value_norm_beside_its_weight(browser, server)
     # the key's contribution in the step view is the matrix's cell with the measure on contributions
     np.testing.assert_allclose([r[1] for r in rows], data["maps"]["cross"][1][2][1], atol=6e-4)
     assert "‖f(x" in page.inner_text("#step-table thead") and not page.errors
+
+
+def test_an_rnn_page_has_no_switch_and_shows_its_weights(browser, rnn_server):
+    page = translated(open_page(browser, rnn_server), rnn_server, "?text=forty+five+thousand&measure=contributions")
+    weights = post(rnn_server, "/api/translate", {"text": "forty five thousand"})
+    assert page.is_hidden(TOGGLE) and page.is_hidden("[data-testid=measure-note]")
+    np.testing.assert_allclose(heat(page), np.array(weights["maps"]["cross"][0][0]).ravel(), atol=1e-4)
+    assert "measure=" not in page.url and not page.errors

@@ -72,10 +72,11 @@ async function translate(restore = null, prefix = "") {
     const forced = target.trim() ? {target} : prefix ? {target_prefix: prefix} : {};  // prefix: a post-edit pick
     const request = {text, beam, diagnostics: true, ...forced};
     if (!canMeasure()) S.measure = "weights";
-    const data = await api("/api/translate", withMeasure(request, S.measure));
+    const measure = S.measure;  // the switch may move while this is asked
+    const data = await api("/api/translate", withMeasure(request, measure));
     if (gen !== S.gen) return;
     Object.assign(S, {data, beam, text, target: target.trim() ? target : "", prefix: target.trim() ? "" : prefix,
-                      request, answers: {[S.measure]: data}});
+                      request, answers: {[measure]: data}});
     if (restore) applyRestore(restore);
     setupSelectors();
     $("warning").textContent = warningText(data.warnings, S.info);
@@ -84,6 +85,7 @@ async function translate(restore = null, prefix = "") {
     render();
     if (S.query !== null) selectQuery(S.query, false);
     if (!data.teacher_forced && !S.prefix) loadNbest(gen, text, beam);
+    if (measure !== S.measure) loadMeasure();
   } catch (e) {
     if (gen === S.gen) showError(e.message);
   } finally {
@@ -119,10 +121,15 @@ function showMeasure() {
   $("measure-note").hidden = !(S.data && S.data.measure === "contributions");  // what the maps up show
 }
 
-async function toggleMeasure() {
+function toggleMeasure() {
   S.measure = S.measure === "contributions" ? "weights" : "contributions";
   showMeasure();
-  if (!S.data) return;
+  return loadMeasure();
+}
+
+async function loadMeasure() {
+  // the maps up in the switch's measure: the answer kept for this sentence, or asked for once
+  if (!S.data || (S.data.measure || "weights") === S.measure) return;
   const gen = S.gen, measure = S.measure;
   if (!S.answers[measure]) {
     $("error").textContent = ""; setBusy(true);

@@ -1,5 +1,6 @@
 // "Download this view": the current matrix as a PNG (drawn here, with its caption and labels) or as
-// JSON (its weights, labels, kind, layer and head, 1-based as the page shows them).
+// JSON (its weights, or contributions with the measure switch on them, as "weights"; "measure" says which;
+// labels, kind, layer and head, 1-based as the page shows them).
 import {nth} from "./i18n.js";
 import {caption, currentMatrix, currentView} from "./render.js";
 
@@ -11,7 +12,8 @@ function save(blob, name) {
 }
 
 function json(S, view, matrix) {
-  return JSON.stringify({caption: caption(S), kind: S.kind, layer: nth(S.layer), head: nth(S.head), words: S.words,
+  return JSON.stringify({caption: caption(S), measure: S.data.measure || "weights", kind: S.kind, layer: nth(S.layer),
+                         head: nth(S.head), words: S.words,
                          teacher_forced: S.data.teacher_forced,
                          queries: view.rows.map(r => `${r.label} ${r.sub || ""}`.trim()),
                          keys: view.cols.map(c => c.label), weights: matrix.map(row => Array.from(row))}, null, 1);
