@@ -24,8 +24,9 @@
    val only (clean outputs against val's injected hallucinations, the two classes weighed equally), then
    applied to test.
 Prints, for test, each signal's and the combined score's AUROC per kind (bench/roc.py) with its 95% bootstrap
-interval, the share of each kind flagged under the val thresholds, and the share of clean outputs flagged,
-as Markdown; --json writes everything.
+interval, the paired bootstrap interval of the combined score's AUROC less the best single signal's, the
+share of each kind flagged under the val thresholds, and the share of clean outputs flagged, as Markdown;
+--json writes everything.
 """
 
 import argparse
@@ -33,7 +34,7 @@ import json
 import random
 
 import numpy as np
-from roc import auroc, auroc_interval  # bench/roc.py, beside this script
+from roc import auroc, auroc_difference_interval, auroc_interval  # bench/roc.py, beside this script
 
 from aiayn.decoding.translator import Translator
 from aiayn.evaluation import corpus_bleu, load_test_set
@@ -171,6 +172,9 @@ def report(clean: list[dict], kinds: dict, usual: dict, regression: tuple) -> di
             found = scores(positives, usual, regression)
             row["auroc"] = {name: auroc(found[name], negatives[name]) for name in found}
             row["interval"] = {name: auroc_interval(found[name], negatives[name]) for name in found}
+            best = max(SIGNALS, key=row["auroc"].get)  # the combined score against the best single signal
+            row["combined_minus_best"] = {"signal": best, "interval": auroc_difference_interval(
+                found[COMBINED], negatives[COMBINED], found[best], negatives[best])}
         table[kind] = row
     flags = sorted({s["flag"] for d in clean for s in d["signals"].values()})
     false_flags = {flag: float(np.mean([flag in d["flags"] for d in clean])) for flag in flags}
@@ -194,6 +198,10 @@ def markdown(result: dict) -> str:
             cells.append(f"**{cell}**" if name == best else cell)
         lines.append(f"| {kind} | {row['n']} | " + " | ".join(cells) + f" | {row['flagged']:.1%} |")
     lines.append("")
+    lines.append("combined minus the best single signal, paired 95% bootstrap interval: " + ", ".join(
+        "{} (vs {}) {:+.3f} to {:+.3f}".format(kind, row["combined_minus_best"]["signal"],
+                                               *row["combined_minus_best"]["interval"])
+        for kind, row in result["kinds"].items() if "combined_minus_best" in row))
     lines.append("clean test outputs flagged: " + ", ".join(f"{k} {v:.1%}" for k, v in result["false_flags"].items()))
     weights = result["combined_weights"]
     lines.append("combined score (log-odds, standardized signals): " +

@@ -140,6 +140,18 @@ def test_auroc_interval_holds_the_auroc_and_narrows_with_more_cases():
         auroc([], [1])
 
 
+def test_auroc_difference_interval_is_paired():
+    """Two scores of the same cases: one a copy of the other differs by exactly 0 in every resample; a score
+    that separates where the other is chance is ahead by a clear margin."""
+    difference = _bench("roc").auroc_difference_interval
+    rng = np.random.default_rng(2)
+    pos, neg = rng.normal(1, 1, 200), rng.normal(0, 1, 200)
+    assert difference(pos, neg, pos, neg, resamples=200) == (0.0, 0.0)
+    noise_pos, noise_neg = rng.normal(0, 1, 200), rng.normal(0, 1, 200)
+    low, high = difference(pos + 3, neg, noise_pos, noise_neg, resamples=200)
+    assert 0.3 < low <= high < 0.6  # about 0.98 against 0.5
+
+
 def test_translate_diagnosed_on_a_real_model(transformer_dir):
     translator = Translator.from_pretrained(transformer_dir)
     results = translate_diagnosed(translator, ["forty five", "", "seven"], beam=2, max_output_len=12)
