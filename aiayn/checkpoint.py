@@ -36,6 +36,7 @@ from aiayn.model import build_model
 
 log = logging.getLogger(__name__)
 EXPORT_MARKER = "aiayn_export.json"
+THRESHOLDS_FILE = "thresholds.json"  # the model's own diagnostic thresholds (aiayn calibrate, end of training)
 
 
 # ---- where outputs may go ---------------------------------------------------------------------------
@@ -48,9 +49,10 @@ def check_output_dir(out: str | Path, kind: str, force: bool = False, inputs=())
 def _written_files(out: Path) -> set[str]:
     """The names an aiayn output directory may hold: the checkpoint files, or the export's own list."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
-        return set(json.loads((out / EXPORT_MARKER).read_text(encoding="utf-8"))["files"]) | {EXPORT_MARKER}
+        return set(json.loads((out / EXPORT_MARKER).read_text(encoding="utf-8"))["files"]) | {EXPORT_MARKER,
+                                                                                              THRESHOLDS_FILE}
     return {"model.safetensors", "config.yaml", "trainer_state.pt", "ema.safetensors", "info.json",
-            *TOKENIZER_FILES, "ct2"}  # ct2: the CTranslate2 engine's cache (aiayn.decoding.ct2_engine)
+            *TOKENIZER_FILES, "ct2", THRESHOLDS_FILE}  # ct2: the CTranslate2 engine's cache (aiayn.decoding.ct2_engine)
 
 
 # ---- save and load -----------------------------------------------------------------------------------

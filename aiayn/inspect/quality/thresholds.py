@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from aiayn.checkpoint import THRESHOLDS_FILE  # a model's own thresholds (aiayn calibrate), beside its weights
 from aiayn.errors import AiaynError
 
 # A source word counts as attended when the output's words give it at least this much cross-attention
@@ -62,7 +63,6 @@ class Thresholds:
 
 DEFAULT_THRESHOLDS = Thresholds()
 
-THRESHOLDS_FILE = "thresholds.json"  # a model's own thresholds (aiayn calibrate), beside model.safetensors
 
 
 def _field_value(path: Path, name: str, value, default):
