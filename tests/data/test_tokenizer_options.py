@@ -135,3 +135,15 @@ def test_evaluate_says_when_a_model_writes_lowercase(pairs, transformer_dir, tmp
     assert json.loads(capsys.readouterr().out)["lowercase_model"] is True
     assert main(["evaluate", "--model", str(transformer_dir), "--json"] + args) == 0  # a cased model: no note
     assert "lowercase_model" not in json.loads(capsys.readouterr().out)
+
+
+def test_a_few_sentences_encode_as_a_batch_does(pairs):
+    """Up to FEW_SENTENCES are encoded one by one (no thread pool per call), more as one batch: same ids."""
+    from aiayn.data.tokenizer import FEW_SENTENCES
+
+    sentences = [s for p in pairs for s in p][: 3 * FEW_SENTENCES] + [UNSEEN, ""]
+    tok = Tokenizer.train(sentences, BYTE_FALLBACK_MIN_VOCAB, byte_fallback=True)
+    whole = tok.encode(sentences)  # more than FEW_SENTENCES: sentencepiece's batch
+    few = [ids for start in range(0, len(sentences), FEW_SENTENCES)
+           for ids in tok.encode(sentences[start: start + FEW_SENTENCES])]
+    assert few == whole == [tok.sp.encode(s, out_type=int) for s in sentences]
