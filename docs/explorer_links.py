@@ -34,6 +34,7 @@ PARAMS = {
     "align": lambda v: v == "1",
     "prefix": bool,
     "open": lambda v: v == "pe",  # open=ffn needs the server (/api/step)
+    "measure": lambda v: v in ("weights", "contributions"),
 }
 LINK = re.compile(r'href="(explorer:[^"]*)"')
 
