@@ -19,6 +19,8 @@ def _requests(tok):
         ("get", "/api/health", None, 200),
         ("post", "/api/translate", {"text": "forty five"}, 200),
         ("post", "/api/translate", {"text": "forty five", "diagnostics": True}, 200),
+        ("post", "/api/translate", {"text": "forty five", "measure": "contributions"}, 200),
+        ("post", "/api/translate", {"text": "forty five", "attention": False, "measure": "contributions"}, 400),
         ("post", "/api/translate", {"text": "forty five", "attention": False}, 200),
         ("post", "/api/translate", {"text": "forty five", "attention": False, "beam": 2, "n_best": 2}, 200),
         ("post", "/api/translate", {"text": "forty five", "attention": False, "diagnostics": True}, 200),
