@@ -84,10 +84,12 @@ def docs_site_url(model, other_model, tmp_path_factory):
                    check=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     for lang, out in (("en", site / "explorer"), ("ko", site / "ko" / "explorer")):
         export_site([f"demo={model}", f"coreference={other_model}"], out, node_modules=NODE_MODULES, lang=lang)
-    yield site, next(file_server(site))
+    for url in file_server(site):  # one address; the server stops after the module's tests
+        yield site, url
 
 
 def file_server(site):
+    """Python's plain file server over site, on loopback: yields its address once, then stops it."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
                                "--directory", str(site)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -102,9 +104,11 @@ def file_server(site):
                 server.kill()
                 raise
             time.sleep(0.1)
-    yield url
-    server.terminate()
-    server.wait(timeout=10)
+    try:
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 browser = shared.browser  # the shared fixture (tests/web/test_browser.py)
