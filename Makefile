@@ -44,7 +44,7 @@ docs: $(STAMP) node_modules/.package-lock.json runs/demo/average runs/coreferenc
 	$(VENV)/bin/aiayn export-site $(EXPLORER_MODELS) --lang en --out site/explorer
 	$(VENV)/bin/aiayn export-site $(EXPLORER_MODELS) --lang ko --out site/ko/explorer
 
-# the docs' models, trained when absent (an interrupted run resumes): the demo in about 2 minutes on 2 CPU
+# the docs' models, trained when absent (an interrupted run resumes): the demo in 2 to 3 minutes on 2 CPU
 # cores, the coreference model in at most 18 (configs/coreference.yaml's time budget)
 runs/demo/average: | $(STAMP)
 	$(VENV)/bin/aiayn demo --out runs/demo
