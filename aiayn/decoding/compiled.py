@@ -256,7 +256,10 @@ class CompiledDecoder:
         if src.size(1) == 1:  # sources of </s> alone: one padding position more (compiled for S >= 2)
             src = F.pad(src, (0, 1), value=self.model.pad_id)
         encode = self._compiled()[1] if src.numel() <= MAX_ENCODE_TOKENS else self._eager_encode
-        return Encoded(*encode(src)), None
+        # contiguous, as the step was compiled for: an AOTInductor module reads its inputs by the strides it
+        # was compiled with and checks none, and the compiled encoder may hand back another layout (d_model 16,
+        # 2 heads: K/V as (L, B, S, H, d) in memory), which the step then read as garbage
+        return Encoded(*(x.contiguous() for x in encode(src))), None
 
     def init_state(self, memory: Encoded, src: torch.Tensor) -> CompiledState:
         """One row per sentence, nothing decoded yet; room for two rows per sentence (the first step's, see
@@ -311,6 +314,7 @@ class CompiledDecoder:
             tokens, _constant(t), rows, state.ancestors, state.self_k[:t + 1], state.self_v[:t + 1], state.cross_k,
             state.cross_v, state.src_bias, scores, banned, _sized(n))
         state.self_k[t, :, :R], state.self_v[t, :, :R] = k, v  # slot r of position t: row r of this step
+        ancestors = ancestors.contiguous()  # the next step's input (see encode)
         return (logits, log_norm), CompiledState(state.self_k, state.self_v, ancestors, _rows(R), state.cross_k,
                                                  state.cross_v, state.src_bias, t + 1), candidates
 

@@ -43,7 +43,8 @@ def _cross_attention(spec, attn, norm):
 def _activation(name: str):
     from ctranslate2.specs import common_spec
 
-    activations = {"relu": common_spec.Activation.RELU, "silu": common_spec.Activation.SWISH}
+    activations = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,  # erf, as torch's
+                   "silu": common_spec.Activation.SWISH}
     if name not in activations:
         raise AiaynError(f"CTranslate2 export supports the FFN activations {sorted(activations)}, not "
                          f"model.activation={name!r}")
