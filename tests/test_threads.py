@@ -113,3 +113,13 @@ def test_the_command_line_waits_passively_before_torch_loads(monkeypatch):
     run = subprocess.run([sys.executable, "-c", probe], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
                          capture_output=True, text=True, check=True)
     assert run.stdout.split()[-2:] == ["ACTIVE", "False"]
+
+
+def test_calibrates_help_names_the_librarys_default():
+    """The command line names calibrate's default count without importing the library (it would load torch)."""
+    from aiayn.cli import build_parser
+    from aiayn.inspect.quality.calibration import CALIBRATION_SENTENCES
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["calibrate"]
+    limit = next(a for a in sub._actions if a.dest == "limit")
+    assert f"(default: {CALIBRATION_SENTENCES})" in limit.help

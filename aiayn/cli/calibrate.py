@@ -19,8 +19,6 @@ def _count(text: str) -> int:
 
 
 def add_parsers(sub) -> None:
-    from aiayn.inspect.quality.calibration import CALIBRATION_SENTENCES
-
     p = sub.add_parser("calibrate", help="compute a model's own diagnostic thresholds on its validation data "
                        "and store them with it (thresholds.json)", description=CALIBRATE_DESCRIPTION)
     p.add_argument("--model", required=True, help="checkpoint directory, or a training output directory (then "
@@ -29,16 +27,17 @@ def add_parsers(sub) -> None:
                    "model config's data.data_dir, else $AIAYN_MULTI30K_DIR)")
     p.add_argument("--src", metavar="FILE", help="validation sources, one a line, in place of the model "
                    "config's validation data (e.g. for an imported model)")
-    p.add_argument("--limit", type=_count, default=CALIBRATION_SENTENCES,
-                   help=f"the first N validation sentences (default: {CALIBRATION_SENTENCES})")
+    # the default is the library's (CALIBRATION_SENTENCES), named here without importing it: the command line
+    # must not load torch before it sets the threads' wait policy (aiayn.threads)
+    p.add_argument("--limit", type=_count, help="the first N validation sentences (default: 500)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
 
 
 def cmd_calibrate(args) -> int:
-    from aiayn.inspect.quality.calibration import calibrate_model
+    from aiayn.inspect.quality.calibration import CALIBRATION_SENTENCES, calibrate_model
 
-    path, calibration = calibrate_model(args.model, data_dir=args.data_dir, src_file=args.src, limit=args.limit,
-                                        device=args.device)
+    path, calibration = calibrate_model(args.model, data_dir=args.data_dir, src_file=args.src,
+                                        limit=args.limit or CALIBRATION_SENTENCES, device=args.device)
     values = ", ".join(f"{k} {v}" for k, v in calibration["thresholds"].items())
     print(f"{calibration['sentences']} validation outputs, each signal's {calibration['tail_percent']}% tail "
           f"({calibration['flagged_share']:.1%} of them flagged): {values}")
