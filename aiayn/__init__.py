@@ -1,11 +1,11 @@
 """aiayn: Attention Is All You Need, as software you can train, decode, score and look inside."""
 
-from aiayn.threads import wait_passively
+from aiayn.threads import spin_briefly
 
 __version__ = "0.1.0"
 __all__ = ["ModelConfig", "Translator", "build_model", "count_parameters", "__version__"]
 
-wait_passively()  # before torch loads OpenMP, in a notebook as at the command line (aiayn.threads)
+spin_briefly()  # before torch loads OpenMP, in a notebook as at the command line (aiayn.threads)
 
 
 def __getattr__(name: str):

@@ -1,13 +1,12 @@
 """How many torch threads a run uses, and how they wait: the CPUs this process may really use (its affinity
 mask and a container's CPU quota, cgroup v2 `cpu.max` or v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), one
 function, choose_threads, for every command; an explicit count (train.num_threads, serve --threads) or
-OMP_NUM_THREADS wins. Threads that wait for work sleep (wait_passively), so cores shared with other
-processes slow a run down in proportion instead of stalling it.
+OMP_NUM_THREADS wins. Threads that wait for work spin only briefly, then sleep (spin_briefly), so cores
+shared with other processes slow a run down in proportion instead of stalling it.
 
 Measured beside other processes on a 2-core machine (BENCHMARKS.md, shared CPU): what stalled a run was
-OpenMP's spinning, not the thread count. With threads that sleep, 2 threads beside a busy loop took 38 s
-for a 250-step demo and 1 thread 47-80 s (the scheduler shares 2 cores among 3 threads, so a run of 2 gets
-more than one core's worth), so the count is not lowered for busy cores."""
+OpenMP's long spinning, not the thread count, so the count is not lowered for busy cores (the scheduler
+shares 2 cores among 3 threads, and a run of 2 gets more than one core's worth)."""
 
 import math
 import os
@@ -105,14 +104,20 @@ def apply_threads(choice: ThreadChoice) -> ThreadChoice:
     return choice
 
 
-def wait_passively() -> None:
-    """OpenMP threads waiting for work sleep instead of spinning (OMP_WAIT_POLICY=PASSIVE; libgomp's default
-    spins first). A spinning thread holds its core while the thread with the work waits for one, so beside
-    other processes every operation stalls: a 250-step `aiayn demo` with 2 threads on 2 cores shared with
-    other jobs took over 100 s spinning against 26 s sleeping, and 38 s against over 100 s beside a busy
-    loop (BENCHMARKS.md, shared CPU). libgomp reads it once, when torch loads it, so `import aiayn` calls
-    this (the command line, and a notebook that imports aiayn before torch); a value the user set wins."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+WAIT_SPINS = "1000"  # GOMP_SPINCOUNT: how long a waiting OpenMP thread spins before it sleeps
+
+
+def spin_briefly() -> None:
+    """OpenMP threads waiting for work spin WAIT_SPINS rounds, then sleep (GOMP_SPINCOUNT; libgomp's own
+    default spins 300,000). A long-spinning thread holds its core while the thread with the work waits for
+    one, so beside other processes every operation stalls; a thread that sleeps at once pays a wake-up on
+    each of the many small operations of a small model. A 250-step `aiayn demo`, 2 threads on 2 cores, two
+    rounds: alone 15.3 / 17.0 s spinning 1000, 22.7 / 23.9 s sleeping at once (OMP_WAIT_POLICY=PASSIVE), 14.5 s
+    spinning 100,000; beside one busy loop 30.9 / 33.1 s, 24.6 / 26.2 s and 344 s. libgomp reads these once,
+    when torch loads it, so `import aiayn` calls this (the command line, and a notebook that imports aiayn
+    before torch); a wait policy or a spin count the user set wins."""
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", WAIT_SPINS)
 
 
 def limit_to_usable() -> None:

@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 
 VARIANTS = {  # name: (extra --set items, extra environment)
-    "default (threads sleep while waiting)": ([], {}),
-    # an OMP_WAIT_POLICY libgomp does not know is its default (spin, then sleep), as before aiayn set PASSIVE
-    "2 threads, spinning": (["train.num_threads=2"], {"OMP_WAIT_POLICY": "default"}),
+    "default (threads spin briefly, then sleep)": ([], {}),
+    "threads sleep at once": ([], {"OMP_WAIT_POLICY": "PASSIVE"}),
+    # an OMP_WAIT_POLICY libgomp does not know is its own default (spin 300,000 rounds, then sleep)
+    "2 threads, spinning long": (["train.num_threads=2"], {"OMP_WAIT_POLICY": "default"}),
     "1 thread": (["train.num_threads=1"], {}),
 }
 

@@ -98,21 +98,27 @@ def test_a_run_prints_its_threads_first(tmp_path, capsys, monkeypatch, extra, fi
     assert output.splitlines()[0].startswith(first)
 
 
-def test_the_command_line_waits_passively_before_torch_loads(monkeypatch):
-    """OMP_WAIT_POLICY is read once, when torch loads libgomp: importing aiayn (the command line's first
-    step) sets it first; the user's wins."""
+def test_the_command_line_sets_the_spin_count_before_torch_loads(monkeypatch):
+    """GOMP_SPINCOUNT is read once, when torch loads libgomp: importing aiayn (the command line's first
+    step) sets it first; a wait policy or spin count of the user's wins."""
     import os
     import subprocess
     import sys
 
+    from aiayn.threads import WAIT_SPINS
+
     probe = ("import os, sys\nfrom aiayn.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n"
-             "    pass\nprint(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)")
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    run = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert run.stdout.split()[-2:] == ["PASSIVE", "False"]
-    run = subprocess.run([sys.executable, "-c", probe], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
-                         capture_output=True, text=True, check=True)
-    assert run.stdout.split()[-2:] == ["ACTIVE", "False"]
+             "    pass\nenv = os.environ.get\n"
+             "print(env('OMP_WAIT_POLICY'), env('GOMP_SPINCOUNT'), 'torch' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+
+    def probed(**extra) -> list[str]:
+        return subprocess.run([sys.executable, "-c", probe], env={**env, **extra}, capture_output=True, text=True,
+                              check=True).stdout.split()[-3:]
+
+    assert probed() == ["None", WAIT_SPINS, "False"]
+    assert probed(OMP_WAIT_POLICY="PASSIVE") == ["PASSIVE", "None", "False"]
+    assert probed(GOMP_SPINCOUNT="50") == ["None", "50", "False"]
 
 
 def test_calibrates_help_names_the_librarys_default():
