@@ -169,6 +169,8 @@ class StepRequest(BaseModel):
     layer: int = Field(ge=0)
     head: int = Field(ge=0)
     query: int = Field(ge=0)
+    # the next-token distribution's temperature, softmax(logits / T), for the last decoder layer's row
+    temperature: float = Field(1.0, gt=0, le=100)
 
 
 class AlternativesRequest(BaseModel):

@@ -119,6 +119,32 @@ def test_step_view_unscaled_and_next_token_equal_the_model(browser, server, tran
     assert not page.errors
 
 
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_temperature_slider_redraws_the_next_tokens_at_that_temperature(browser, server, lang):
+    page = translated(open_page(browser, server), server,
+                      f"?text=forty+five+thousand&target={TARGET.replace(' ', '+')}&kind=cross&layer=2&head=1&q=3"
+                      f"&lang={lang}")
+    page.wait_for_selector("[data-testid=step-next-token] li")
+    slider = "[data-testid=temperature] input"
+    page.eval_on_selector(slider, "e => { e.value = '2.5'; e.dispatchEvent(new Event('input')); "
+                                  "e.dispatchEvent(new Event('change')); }")
+    page.wait_for_selector("[data-testid=step-next-token][data-temperature='2.5'] li")
+    shown = page.eval_on_selector_all("[data-testid=step-next-token] li",
+                                      "ls => ls.map(l => [Number(l.dataset.id), Number(l.dataset.prob)])")
+    body = page.evaluate("""async () => {
+        const t = await (await fetch('/api/translate', {method: 'POST', headers: {'Content-Type': 'application/json'},
+          body: JSON.stringify({text: 'forty five thousand', target: '%s'})})).json();
+        const s = await (await fetch('/api/step', {method: 'POST', headers: {'Content-Type': 'application/json'},
+          body: JSON.stringify({source_ids: t.source_ids, target_input_ids: t.target_input_ids, kind: 'cross',
+                                layer: 1, head: 0, query: 2, temperature: 2.5})})).json();
+        return s.layer_step.next_tokens; }""" % TARGET)
+    assert shown == [[t["id"], pytest.approx(t["prob"], abs=1e-6)] for t in body]
+    assert page.inner_text("[data-testid=temperature] output") == "2.5"
+    label = {"en": "temperature T", "ko": "온도 T"}[lang]
+    assert label in page.inner_text("[data-testid=temperature]")
+    assert not page.errors
+
+
 WORDS_TEXT, WORDS_TARGET = "seventeen thousand eight hundred", "siebzehntausend achthundert"  # 4- and 8-piece words
 
 

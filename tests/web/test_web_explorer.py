@@ -68,6 +68,30 @@ def test_step_rest_of_the_layer_equals_the_model(client, translator, kind):
             assert "next_tokens" not in rest
 
 
+@pytest.mark.parametrize("temperature", [0.5, 2.0, 1])
+def test_the_next_token_distribution_at_a_temperature_is_softmax_of_logits_over_t(client, translator, temperature):
+    body = client.post("/api/translate", json={"text": SENTENCE, "target": TARGET}).json()
+    ids = {"source_ids": body["source_ids"], "target_input_ids": body["target_input_ids"]}
+    _, logits = _layer_outputs(translator.model, torch.tensor([ids["source_ids"]]),
+                               torch.tensor([ids["target_input_ids"]]))
+    step = client.post("/api/step", json={**ids, "kind": "cross", "layer": 1, "head": 0, "query": 2,
+                                          "temperature": temperature}).json()
+    rest = step["layer_step"]
+    top = torch.softmax(logits[0, 2].float() / temperature, -1).topk(len(rest["next_tokens"]))
+    assert rest["temperature"] == temperature
+    assert [t["id"] for t in rest["next_tokens"]] == top.indices.tolist()
+    np.testing.assert_allclose([t["prob"] for t in rest["next_tokens"]], top.values.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("temperature", [0, -1, 101, "2"])
+def test_a_temperature_out_of_range_is_refused(client, translator, temperature):
+    body = client.post("/api/translate", json={"text": SENTENCE}).json()
+    answer = client.post("/api/step", json={"source_ids": body["source_ids"], "target_input_ids":
+                                            body["target_input_ids"], "kind": "cross", "layer": 1, "head": 0,
+                                            "query": 0, "temperature": temperature})
+    assert answer.status_code == 422 and "temperature" in answer.text
+
+
 @pytest.mark.parametrize("head, layer_head, chosen", [(None, [1, None], "default"), ("1:2", [0, 1], "given"),
                                                      ("2:mean", [1, None], "given")])
 def test_alignment_is_what_translate_alignment_prints(translator, head, layer_head, chosen):

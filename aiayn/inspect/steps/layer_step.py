@@ -74,8 +74,9 @@ def _attention_part(model, kind, layer_index, streams, src_ids, query):
 
 @torch.no_grad()
 def layer_step(model, tokenizer, src_ids: list[int], tgt_in_ids: list[int], kind: str, layer: int,
-               query: int) -> dict:
-    """The layer's computation for one query row (indices checked by aiayn.inspect.steps.qkv.attention_step)."""
+               query: int, *, temperature: float = 1.0) -> dict:
+    """The layer's computation for one query row (indices checked by aiayn.inspect.steps.qkv.attention_step);
+    temperature: of the next-token distribution (the decoder's last layer)."""
     device = next(model.parameters()).device
     src, tgt_in = torch.tensor([src_ids], device=device), torch.tensor([tgt_in_ids], device=device)
     streams = _streams(model, src, tgt_in)
@@ -99,13 +100,15 @@ def layer_step(model, tokenizer, src_ids: list[int], tgt_in_ids: list[int], kind
               "ffn_output": _round(ffn_out[0, 0].float()), "layer_output": _round(out[0, 0].float()),
               "last_decoder_layer": kind != "encoder_self" and layer == len(model.decoder_layers) - 1}
     if answer["last_decoder_layer"]:
-        answer["next_tokens"] = next_tokens(model, tokenizer, out)
+        answer["next_tokens"] = next_tokens(model, tokenizer, out, temperature=temperature)
+        answer["temperature"] = temperature
     return answer
 
 
-def next_tokens(model, tokenizer, out, k: int = TOP_K) -> list[dict]:
-    """The top k of softmax(W_out · norm(x)) for the decoder's last layer output row `out` (1, 1, D)."""
-    probs = torch.softmax(model.generator(model.decoder_norm(out)).float()[0, 0], dim=-1)
+def next_tokens(model, tokenizer, out, k: int = TOP_K, temperature: float = 1.0) -> list[dict]:
+    """The top k of softmax(W_out · norm(x) / T) for the decoder's last layer output row `out` (1, 1, D): T = 1
+    is the model's distribution, the one beam search reads; sampling's --temperature divides as here."""
+    probs = torch.softmax(model.generator(model.decoder_norm(out)).float()[0, 0] / temperature, dim=-1)
     top = probs.topk(min(k, probs.numel()))
     return [{"token": piece, "id": int(i), "prob": round(float(p), 6)}
             for piece, i, p in zip(tokenizer.id_to_piece(top.indices.tolist()), top.indices.tolist(), top.values)]

@@ -41,5 +41,6 @@ def step_json(translator, req: StepRequest) -> bytes:
                               req.kind, req.layer, req.head)).encode()
     step = attention_step(translator.model, req.source_ids, req.target_input_ids, req.kind, req.layer, req.head,
                           req.query)
-    rest = layer_step(translator.model, tok, req.source_ids, req.target_input_ids, req.kind, req.layer, req.query)
+    rest = layer_step(translator.model, tok, req.source_ids, req.target_input_ids, req.kind, req.layer, req.query,
+                      temperature=req.temperature)
     return dumps({**step, "layer_step": rest}).encode()

@@ -208,6 +208,10 @@ export const TEXT_EN = {
   "layer.pre_ln": "pre-LN: the sum is the stream; LayerNorm comes at the next sublayer's input",
   "layer.cross_sublayer": "then the cross-attention sublayer (x + its output, normalised)",
   "layer.output": "the layer's output", "layer.next": "Next token",
+  "layer.temperature": "temperature T",
+  "layer.temperature_explain": "softmax(logits / T): below 1 the likeliest tokens take more of the probability, " +
+    "above 1 the others catch up. Beam search and greedy decoding read T = 1; aiayn translate --sample " +
+    "--temperature T draws from this distribution.",
   "layer.next_explain":
     "The last decoder layer's output, through the final Linear and softmax: the most likely next tokens.",
   ready: "Translate a sentence to see its attention.",

@@ -149,6 +149,10 @@ export const TEXT_KO = {
   "layer.attn": "어텐션", "layer.pre_ln": "pre-LN: 합이 그대로 흐르고, 층 정규화는 다음 서브층의 입력에서 합니다",
   "layer.cross_sublayer": "이어서 인코더–디코더 어텐션 서브층 (x + 그 출력, 정규화)",
   "layer.output": "층의 출력", "layer.next": "다음 토큰",
+  "layer.temperature": "온도 T",
+  "layer.temperature_explain": "softmax(로짓 / T)입니다. T가 1보다 작으면 가장 그럴듯한 토큰들에 확률이 더 몰리고, " +
+    "1보다 크면 나머지 토큰들이 따라붙습니다. 빔 서치와 그리디 디코딩은 T = 1인 분포를 읽고, " +
+    "aiayn translate --sample에 --temperature로 T를 주면 이 분포에서 토큰을 뽑습니다.",
   "layer.next_explain": "디코더 마지막 층의 출력을 마지막 선형층과 소프트맥스에 통과시킨, 가장 가능성 높은 다음 토큰들입니다.",
   ready: "문장을 번역하면 어텐션이 보입니다.",
   "err.empty": "먼저 문장을 입력하세요.",

@@ -22,8 +22,13 @@ function nextTokens(l) {
   const items = l.next_tokens.map(o => `<li data-id="${o.id}" data-prob="${o.prob}">` +
     `<b>${esc(showPiece(o.token))}</b> ` +
     `${(100 * o.prob).toFixed(2)}% ${bar(o.prob)}</li>`).join("");
-  return `<h4>${esc(t("layer.next"))}</h4><p class="explain">${esc(t("layer.next_explain"))}</p>` +
-    `<ol class="top" data-testid="step-next-token" data-flow="next">${items}</ol>`;
+  const T = l.temperature || 1;
+  const slider = `<label class="temperature" data-testid="temperature">${esc(t("layer.temperature"))} ` +
+    `<input type="range" min="0.1" max="3" step="0.1" value="${T}" aria-label="${esc(t("layer.temperature"))}"> ` +
+    `<output>${T.toFixed(1)}</output></label>`;
+  return `<h4>${esc(t("layer.next"))}</h4><p class="explain">${esc(t("layer.next_explain"))}</p>` + slider +
+    `<p class="explain">${esc(t("layer.temperature_explain"))}</p>` +
+    `<ol class="top" data-testid="step-next-token" data-flow="next" data-temperature="${T}">${items}</ol>`;
 }
 
 export function layerSection(s, l) {

@@ -11,7 +11,9 @@ import {pieceCaption, wordStep} from "./wordstep.js";
 
 const $ = id => document.getElementById(id);
 
-export function stepKey(S) { return JSON.stringify([S.gen, S.kind, S.layer, S.head, S.words, S.query]); }
+export function stepKey(S) {
+  return JSON.stringify([S.gen, S.kind, S.layer, S.head, S.words, S.query, S.temperature || 1]);
+}
 
 function stepHtml(info, answer, keys, cap) {
   return info.multi_head ? transformerStep(answer, keys, cap) : rnnStep(answer, keys, cap);
@@ -39,8 +41,22 @@ function draw(S, view, answers, shown, onAnswer) {
     }));
   }
   if (S.info.multi_head) wireFlow(panel.querySelector("#step-piece") || panel);
+  wireTemperature(S, view, onAnswer);
   S.step.answer = answers[shown];  // the FFN panel's row: the step shown
   onAnswer(answers[shown]);
+}
+
+function wireTemperature(S, view, onAnswer) {
+  // the next-token list's temperature: the row asked again at the new T (the server's softmax(logits / T))
+  const slider = $("step").querySelector("[data-testid=temperature] input");
+  if (!slider) return;
+  const shown = slider.parentElement.querySelector("output");
+  slider.addEventListener("input", () => { shown.textContent = Number(slider.value).toFixed(1); });
+  slider.addEventListener("change", () => {
+    S.temperature = Number(slider.value);
+    const refocus = () => $("step").querySelector("[data-testid=temperature] input")?.focus();
+    renderStep(S, view, false, onAnswer).then(refocus);
+  });
 }
 
 async function ask(S, rows, key) {
@@ -48,7 +64,7 @@ async function ask(S, rows, key) {
   const answers = [];
   for (const query of rows) {
     answers.push(await api("/api/step", {source_ids: S.data.source_ids, target_input_ids: S.data.target_input_ids,
-      kind: S.kind, layer: Number(S.layer), head: Number(S.head), query}));
+      kind: S.kind, layer: Number(S.layer), head: Number(S.head), query, temperature: S.temperature || 1}));
     if ($("step").dataset.key !== key) return null;  // the question changed while this was computed
   }
   return answers;
