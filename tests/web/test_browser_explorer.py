@@ -131,13 +131,13 @@ def test_the_temperature_slider_redraws_the_next_tokens_at_that_temperature(brow
     page.wait_for_selector("[data-testid=step-next-token][data-temperature='2.5'] li")
     shown = page.eval_on_selector_all("[data-testid=step-next-token] li",
                                       "ls => ls.map(l => [Number(l.dataset.id), Number(l.dataset.prob)])")
-    body = page.evaluate("""async () => {
-        const t = await (await fetch('/api/translate', {method: 'POST', headers: {'Content-Type': 'application/json'},
-          body: JSON.stringify({text: 'forty five thousand', target: '%s'})})).json();
-        const s = await (await fetch('/api/step', {method: 'POST', headers: {'Content-Type': 'application/json'},
-          body: JSON.stringify({source_ids: t.source_ids, target_input_ids: t.target_input_ids, kind: 'cross',
-                                layer: 1, head: 0, query: 2, temperature: 2.5})})).json();
-        return s.layer_step.next_tokens; }""" % TARGET)
+    body = page.evaluate("""async target => {
+        const post = async (path, body) => (await fetch(path, {method: 'POST', body: JSON.stringify(body),
+                                                                headers: {'Content-Type': 'application/json'}})).json();
+        const t = await post('/api/translate', {text: 'forty five thousand', target});
+        const s = await post('/api/step', {source_ids: t.source_ids, target_input_ids: t.target_input_ids,
+                                           kind: 'cross', layer: 1, head: 0, query: 2, temperature: 2.5});
+        return s.layer_step.next_tokens; }""", TARGET)
     assert shown == [[t["id"], pytest.approx(t["prob"], abs=1e-6)] for t in body]
     assert page.inner_text("[data-testid=temperature] output") == "2.5"
     label = {"en": "temperature T", "ko": "온도 T"}[lang]
