@@ -267,6 +267,8 @@ def check_output_file(path: str, inputs=(), model_dirs=()) -> None:
     tokenizer would be replaced)."""
     if path.endswith(("/", os.sep)):  # Path() would drop the slash and write a file of that name
         raise OutputError(f"{path} names a directory; give a file name, e.g. {path.rstrip('/' + os.sep)}/out.txt")
+    if Path(path).is_dir():  # refused here, before the work, not when the output is written at the end
+        raise OutputError(f"{path} is a directory; give a file name, e.g. {path}/out.txt")
     target = Path(path).resolve()
     for source in inputs:
         if source and Path(source).exists() and target == Path(source).resolve():

@@ -65,3 +65,9 @@ def test_a_trace_that_cannot_be_shown_is_refused_before_loading(argv, needle, tr
 def test_the_trace_file_is_checked_before_loading(transformer_dir, sources, no_loading, capsys):
     code, output = run_cli(["translate", "--model", transformer_dir, "--input", sources, "--trace", sources], capsys)
     assert_user_error(code, output, "is also an input")
+
+
+def test_a_trace_file_that_is_a_directory_is_refused_before_loading(transformer_dir, sources, tmp_path, no_loading,
+                                                                      capsys):
+    code, output = run_cli(["translate", "--model", transformer_dir, "--input", sources, "--trace", tmp_path], capsys)
+    assert_user_error(code, output, f"{tmp_path} is a directory; give a file name")
