@@ -279,6 +279,17 @@ def test_static_site_says_the_step_view_needs_the_server(page, site_url, lang, w
     assert words in page.text_content("#step .error")
 
 
+@pytest.mark.parametrize("lang, words", [("en", "the server"), ("ko", "서버")])
+def test_static_site_says_the_beam_trace_needs_the_server_in_one_line(page, site_url, lang, words):
+    page.goto(site_url)
+    page.evaluate(f"localStorage.setItem('aiayn-lang', '{lang}')")
+    translate(page, site_url, SENTENCES[0])
+    page.click("[data-testid=beam-trace] > summary")
+    page.wait_for_selector("#beam-body .note")
+    said = page.inner_text("#beam-body")
+    assert words in said and "\n" not in said.strip()
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_every_learning_pages_link_opens_its_view_in_the_explorer_of_its_language(page, docs_site_url, lang):
     """Each link of the built learning pages: the explorer of the page's language, which translates the

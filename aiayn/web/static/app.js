@@ -5,6 +5,7 @@
 // maps (the same translation; asked once per sentence, then kept in S.answers), so every panel that reads
 // S.data.maps (matrix, thumbnails, lines, head search) shows it.
 import {api} from "./api.js";
+import {createBeamTrace} from "./beamtrace.js";
 import {drawArch, drawFfn, drawPositions, ffnStack} from "./arch.js";
 import {download} from "./download.js";
 import {applyLanguage, nth, setLanguage, t, toggleLanguage} from "./i18n.js";
@@ -27,7 +28,7 @@ const S = {info: null, data: null, gen: 0, kind: "cross", layer: null, head: 0, 
            scale: "global", numbers: false, lineHeads: [], query: null, preview: null, step: null, beam: null, text: "",
            target: "", pe: undefined, open: null, pending: null, prefix: "", measure: "weights", answers: {},
            request: null};
-const timeline = createTimeline(), scores = createScores();
+const timeline = createTimeline(), scores = createScores(), beamTrace = createBeamTrace(S);
 const handlers = {pickHead, toggleLineHead, previewQuery, select: q => selectQuery(q, false)};
 
 function showError(message) { $("error").textContent = message; }
@@ -39,6 +40,7 @@ function clearViews() {
   for (const id of ["heatmap", "overview", "lines", "line-caption", "line-tops", "hover-view", "matrix-caption", "step",
                     "token-probs", "search-result", "nbest", "scores-body"]) $(id).replaceChildren();
   $("lines").dataset.signature = ""; $("step").dataset.key = ""; $("experiment-note").hidden = true;
+  beamTrace.clear();
 }
 
 function placeModelPanel(results) {
@@ -85,6 +87,7 @@ async function translate(restore = null, prefix = "") {
     render();
     if (S.query !== null) selectQuery(S.query, false);
     if (!data.teacher_forced && !S.prefix) loadNbest(gen, text, beam);
+    beamTrace.open();  // asked only while its panel is open
     if (measure !== S.measure) loadMeasure();
   } catch (e) {
     if (gen === S.gen) showError(e.message);
@@ -322,6 +325,9 @@ function wireControls() {
   });
   $("search-go").addEventListener("click", searchHeads);
   $("measure").addEventListener("click", toggleMeasure);
+  $("beam-panel").addEventListener("toggle", beamTrace.open);
+  const openBeam = () => { $("beam-panel").open = true; };  // its jump link opens the closed panel
+  document.querySelector(".jumps a[href='#beam-panel']").addEventListener("click", openBeam);
   $("dl-png").addEventListener("click", () => download(S, "png"));
   $("dl-json").addEventListener("click", () => download(S, "json"));
 }
@@ -342,6 +348,7 @@ function wireMatrix() {
     if (S.info) { renderInfo(S.info, useExample); renderLessons($("lessons"), S.info, runLesson); }
     writeUrl(S, S.text, S.target);
     timeline.relabel();
+    beamTrace.relabel();
     if (S.data) {
       setupSelectors(); render();
       $("warning").textContent = warningText(S.data.warnings, S.info);
@@ -373,6 +380,7 @@ async function runLesson(lesson) {
 function showHashPanel() {
   // the panel the address names (#search-panel, …), once the maps are up
   const panel = document.getElementById(decodeURIComponent(window.location.hash.slice(1)));
+  if (panel === $("beam-panel")) panel.open = true;  // a closed panel's address opens it
   if (panel && $("views").contains(panel)) panel.scrollIntoView({block: "start"});
 }
 

@@ -284,4 +284,22 @@ export const TEXT_EN = {
     "‖f(xⱼ)‖ = ‖vⱼ W^O‖ is how long a vector the key moves when it takes all the weight. The weight times it, " +
     "over the row's sum, is the key's contribution: a large weight on a short vector moves little.",
   lang: "한국어",
+  "jump.beam": "Beam search ↓", "beam.title": "The beam search, step by step",
+  "beam.explain":
+    "At each step the search extends each hypothesis it keeps (a partial translation) by one token, ranks " +
+    "these candidates by their score and keeps the K = {k} best; a candidate among them that ends with </s> " +
+    "is finished and set aside.",
+  "beam.lp_gnmt": "score = log P ÷ lp, the length penalty lp = ((5 + |Y|) / 6)^α with α = {alpha}.",
+  "beam.lp_hf": "score = log P ÷ lp, the length penalty lp = |Y|^α with α = {alpha}.",
+  "beam.ended": "The search ended at step {n}: {why}.",
+  "beam.done.finished": "{k} hypotheses had finished", "beam.done.length_limit": "it reached the length limit",
+  "beam.slider": "step", "beam.prev": "previous step", "beam.next": "next step", "beam.step_of": "step {n} of {of}",
+  "beam.caption": "Step {n}: the candidates (lp = {lp}); the {k} best go on",
+  "beam.status": "what became of it", "beam.hypothesis": "hypothesis (its tokens so far)", "beam.token": "new token",
+  "beam.score": "score",
+  "beam.s.kept": "✓ kept", "beam.s.pruned": "✗ pruned", "beam.s.finished": "■ finished",
+  "beam.s.finished_at_limit": "■ finished at the length limit",
+  "beam.s.dropped": "✗ ends with </s> outside the best: dropped",
+  "beam.finished": "The finished hypotheses ({n}), best first:", "beam.best": "← the translation",
+  "beam.forced": "The maps are of the target you gave; this is the model's own search for the sentence.",
 };

@@ -222,4 +222,20 @@ export const TEXT_KO = {
     "‖f(xⱼ)‖ = ‖vⱼ W^O‖는 키가 가중치를 모두 받았을 때 옮기는 벡터의 길이입니다. 가중치에 이것을 곱해 행의 " +
     "합으로 나누면 그 키의 기여도입니다. 가중치가 커도 벡터가 짧으면 옮기는 것은 적습니다.",
   lang: "English",
+  "jump.beam": "빔 서치 ↓", "beam.title": "빔 서치, 한 스텝씩",
+  "beam.explain":
+    "빔 서치는 스텝마다 남겨 둔 가설(부분 번역)에 토큰을 하나씩 이어 붙여 후보를 만들고, 후보를 점수로 줄 세워 " +
+    "상위 K = {k}개를 남깁니다. 그중 </s>로 끝난 후보는 완성된 가설로 따로 빼 둡니다.",
+  "beam.lp_gnmt": "점수는 로그 확률을 길이 페널티로 나눈 값입니다: lp = ((5 + |Y|) / 6)^α, α = {alpha}.",
+  "beam.lp_hf": "점수는 로그 확률을 길이 페널티로 나눈 값입니다: lp = |Y|^α, α = {alpha}.",
+  "beam.ended": "탐색은 {n}스텝에서 끝났습니다. {why}.",
+  "beam.done.finished": "완성된 가설이 {k}개 모였습니다", "beam.done.length_limit": "길이 제한에 닿았습니다",
+  "beam.slider": "스텝", "beam.prev": "이전 스텝", "beam.next": "다음 스텝", "beam.step_of": "{of}스텝 중 {n}스텝",
+  "beam.caption": "{n}스텝의 후보 (lp = {lp}): 상위 {k}개가 다음 스텝으로 갑니다",
+  "beam.status": "결과", "beam.hypothesis": "가설 (지금까지의 토큰)", "beam.token": "새 토큰", "beam.score": "점수",
+  "beam.s.kept": "✓ 남김", "beam.s.pruned": "✗ 잘림", "beam.s.finished": "■ 완성",
+  "beam.s.finished_at_limit": "■ 길이 제한에서 완성",
+  "beam.s.dropped": "✗ </s>로 끝났지만 상위 밖이라 버림",
+  "beam.finished": "완성된 가설 {n}개 (점수 순):", "beam.best": "← 번역 결과",
+  "beam.forced": "어텐션 맵은 직접 넣은 번역문의 것이고, 여기는 모델이 이 문장을 스스로 탐색한 과정입니다.",
 };
