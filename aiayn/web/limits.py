@@ -65,6 +65,7 @@ DECIMALS = 3  # of each attention weight sent: enough for the heatmap and its 3-
 VALUE_BYTES = len("0.123,")  # the longest a rounded weight is in the JSON (1 is written "1.0")
 GIL_SWITCH_S = 0.001  # sys.setswitchinterval while serving (Python's default: 0.005), see Served.lifespan
 MAX_K = 20  # alternatives per position (POST /api/alternatives)
+MAX_HEADS_OUT = 64  # heads one request takes out ("without_heads"): every head of a 2+2-layer, 8-head model
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +130,16 @@ class DecodingControls(BaseModel):
                         else None)
 
 
+class HeadOut(BaseModel):
+    """One attention head to take out (aiayn.inspect.ablation.Head), counted from 0 as /api/step counts them;
+    the model's own bounds are checked when the request runs (aiayn.web.ablated)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    kind: Literal["encoder_self", "decoder_self", "cross"]
+    layer: int = Field(ge=0)
+    head: int = Field(ge=0)
+
+
 class TranslateRequest(DecodingControls):
     text: str = Field(min_length=1, max_length=MAX_TEXT)
     attention: bool = True  # false: the plain translation, without maps (batched with other requests)
@@ -136,6 +147,9 @@ class TranslateRequest(DecodingControls):
     target: str = Field("", max_length=MAX_TEXT)  # maps of this target, teacher-forced ("" for the model's own)
     constraints: list[Annotated[str, Field(max_length=MAX_TEXT)]] = Field([], max_length=MAX_CONSTRAINTS)
     trace: bool = False  # plain mode: also the beam search, step by step (aiayn.decoding.beam_trace)
+    # plain mode: the translation with these heads' outputs zeroed before W^O, beside the one with every head
+    # (aiayn.web.ablated); [] takes none out
+    without_heads: list[HeadOut] | None = Field(None, max_length=MAX_HEADS_OUT)
     diagnostics: bool = False  # flags and signals of the translation (aiayn.web.diagnosed); native engine
     # what the maps measure: the attention weights, or each key's contribution ||alpha_ij f(x_j)|| with rows
     # normalised to sum to 1 (aiayn.inspect.contributions.maps; Transformer models, with maps)

@@ -121,6 +121,31 @@ class TraceAnswer(Shape):
     trace: dict[str, Any]
 
 
+class RemovedHead(Shape):
+    kind: Literal["encoder_self", "decoder_self", "cross"]
+    layer: int  # counted from 0
+    head: int
+
+
+class EveryHead(Shape):
+    """The translation with every head (as a plain translation)."""
+
+    translation: str
+    score: float
+    log_prob: float | None = None
+    target_tokens: list[str]
+    n_best: list[list[Any]] | None = None
+
+
+class WithoutHeadsAnswer(EveryHead):
+    """POST /api/translate with "without_heads": the translation with those heads taken out, and the one with
+    every head beside it."""
+
+    source_tokens: list[str]
+    with_every_head: EveryHead
+    without_heads: list[RemovedHead]  # each once, in model order
+
+
 class BatchItem(Shape):
     translation: str
     score: float

@@ -12,7 +12,9 @@
   no_repeat_ngram_size, a target prefix, or sampling instead of beam search); in plain mode also
   "constraints" (/api/translate: phrases the translation must contain; /api/translate_batch: one list per
   text), and /api/translate takes "trace": true for the beam search step by step (Translator.trace; plain
-  mode, native engine; one job through the admission gate, like maps);
+  mode, native engine; one job through the admission gate, like maps), and "without_heads": [{"kind",
+  "layer", "head"}, ...] (counted from 0) for the translation with those heads taken out beside the one with
+  every head (aiayn.web.ablated; plain mode, native engine, one job through the admission gate);
 - POST /api/score {"sources": [...], "targets": [...], "alpha", "length_penalty_form"} -> {"scores": [{"score",
   "log_prob", "tokens", "token_log_probs"}, ...]}: given translations scored by teacher forcing (Translator.score),
   as many pairs as /api/translate_batch has texts, within the source and output bounds; a job on the model's
@@ -25,13 +27,22 @@ from functools import partial
 
 from fastapi import APIRouter, Request
 
+from aiayn.web import ablated
 from aiayn.web.answer import translate_json
 from aiayn.web.limits import MAX_SOURCE_TOKENS, ScoreRequest, TranslateBatchRequest, TranslateRequest
 from aiayn.web.plain import diagnosed_json, trace_json, translate_plain
 from aiayn.web.respond import NATIVE_ONLY, answer, error
 from aiayn.web.scoring import score_json
 from aiayn.web.served import Served
-from aiayn.web.shapes import BatchAnswer, PageAnswer, PlainAnswer, ScoreAnswer, TraceAnswer, responses
+from aiayn.web.shapes import (
+    BatchAnswer,
+    PageAnswer,
+    PlainAnswer,
+    ScoreAnswer,
+    TraceAnswer,
+    WithoutHeadsAnswer,
+    responses,
+)
 
 REFUSALS = (400, 422, 503, 500)
 
@@ -41,10 +52,15 @@ def router(served: Served) -> APIRouter:
     translator, limits, engine, admission = served.translator, served.limits, served.capabilities, served.admission
     time_limit_s = limits.time_limit_s
 
-    @routes.post("/api/translate", responses=responses(PageAnswer | PlainAnswer | TraceAnswer, *REFUSALS))
+    @routes.post("/api/translate", responses=responses(PageAnswer | PlainAnswer | TraceAnswer | WithoutHeadsAnswer,
+                                                       *REFUSALS))
     async def translate(req: TranslateRequest, request: Request):
         if req.n_best != 1 and req.attention:
             return error(400, "n_best is for plain translations: send \"attention\": false")
+        if req.without_heads is not None:
+            refused = ablated.refusal(req, engine.attention_maps)
+            return error(400, refused) if refused else await answer(request, time_limit_s, admission.run(
+                partial(ablated.without_heads_json, translator, limits, req)))
         if req.diagnostics and not req.attention:
             return await answer(request, time_limit_s, admission.run(partial(diagnosed_json, translator, limits, req)))
         if req.trace:
