@@ -6,7 +6,9 @@ printing only."""
 CALIBRATE_DESCRIPTION = (
     "Translates the model's validation sources (its config's validation data, or --src), measures each "
     "diagnostic signal on its own outputs, and writes thresholds.json into the model directory: each signal's "
-    "tail of those outputs, the largest (1.0%, 0.9%, ... 0.1%) that keeps at most 4% of them flagged. Exits 2, "
+    "tail of those outputs, the largest (1.0%, 0.9%, ... 0.1%) that keeps at most 4% of them flagged; with "
+    "it, a combined score (a logistic regression over the signals) fitted on those outputs against "
+    "hallucinations injected into them, flagging above the same tail of its scores. Exits 2, "
     "with one line, when the model, the data or --src cannot be read.")
 
 
@@ -41,6 +43,13 @@ def cmd_calibrate(args) -> int:
     values = ", ".join(f"{k} {v}" for k, v in calibration["thresholds"].items())
     print(f"{calibration['sentences']} validation outputs, each signal's {calibration['tail_percent']}% tail "
           f"({calibration['flagged_share']:.1%} of them flagged): {values}")
+    combined = calibration.get("combined")
+    if combined is None:
+        print("combined score: not fitted (it needs two or more validation outputs and a hallucination injected "
+              "into them)")
+    else:
+        print(f"combined score over {', '.join(combined['signals'])}: fitted on {combined['clean']} clean outputs "
+              f"and {combined['hallucinations']} injected hallucinations; flags above {combined['threshold']}")
     print(f"wrote {path}")
     return 0
 

@@ -8,6 +8,11 @@ defaults were chosen by: for each signal with a suspect side, the share q of cle
 crosses it (the q-th percentile where low values are bad, the (100-q)-th where high, q/2 on each side of the
 length ratio), q the largest of 1.0%, 0.9%, ... 0.1% for which all flags together fire on at most
 FLAG_BUDGET of the validation outputs. The fixed rules (stopped_at_limit, unknown_share) keep their defaults.
+
+The combined score (aiayn.inspect.quality.combined) is fitted on the same validation outputs (clean) against
+the hallucinations injected into them as bench/diagnostics.py injects them (aiayn.inspect.quality.injection,
+the five kinds pooled, a fixed seed), and its threshold is its own tail of the same size q of the clean
+outputs, counted in the same budget; it is stored in the same file.
 """
 
 import json
@@ -17,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.errors import AiaynError
+from aiayn.inspect.quality.combined import Combined, fit_combined, suspicions
 from aiayn.inspect.quality.diagnostics import flags_under
 from aiayn.inspect.quality.signals import SIGNALS
 from aiayn.inspect.quality.thresholds import DEFAULT_THRESHOLDS, THRESHOLDS_FILE, Thresholds
@@ -25,6 +31,7 @@ FLAG_BUDGET = 0.04  # the share of clean validation outputs all flags together m
 TAILS = tuple(round(x / 10, 1) for x in range(10, 0, -1))  # percent: 1.0, 0.9, ... 0.1
 CALIBRATION_SENTENCES = 500  # validation sources translated (the first N): enough for a 0.1% tail's order
 MEASURED = tuple(s for s in SIGNALS if s.suspect is not None)
+INJECTION_SEED = 0  # the injected hallucinations' choices: fixed, so the same model and data give the same file
 
 
 def signal_values(diagnostics: list[dict], name: str) -> np.ndarray:
@@ -45,10 +52,14 @@ def threshold_at(signal, values: np.ndarray, tail: float):
     return signal.settle(np.percentile(values, tail if signal.suspect == "low" else 100 - tail))
 
 
-def thresholds_at(clean: list[dict], tail: float) -> Thresholds:
-    """Each measured signal's `tail` (a percentage) on clean outputs' diagnostics; the others' defaults."""
-    return replace(DEFAULT_THRESHOLDS, **{s.name: threshold_at(s, signal_values(clean, s.name), tail)
-                                          for s in _measured_on(clean)})
+def thresholds_at(clean: list[dict], tail: float, combined: Combined | None = None) -> Thresholds:
+    """Each measured signal's `tail` (a percentage) on clean outputs' diagnostics, and the combined score's
+    where one is given (its threshold: the same tail of its scores on them); the others' defaults."""
+    if combined is not None:
+        scores = combined.scores(suspicions(clean, combined))
+        combined = replace(combined, threshold=round(float(np.percentile(scores, 100 - tail)), 4))
+    return replace(DEFAULT_THRESHOLDS, combined=combined,
+                   **{s.name: threshold_at(s, signal_values(clean, s.name), tail) for s in _measured_on(clean)})
 
 
 def flagged_share(clean: list[dict], thresholds: Thresholds) -> float:
@@ -56,29 +67,48 @@ def flagged_share(clean: list[dict], thresholds: Thresholds) -> float:
     return float(np.mean([bool(flags_under(d, thresholds)) for d in clean]))
 
 
-def thresholds_on(clean: list[dict]) -> tuple[Thresholds, float]:
+def thresholds_on(clean: list[dict], combined: Combined | None = None) -> tuple[Thresholds, float]:
     """-> (the thresholds of the largest tail that keeps the flagged share of `clean` (diagnose() results of
-    the model's own validation outputs, blank lines left out) within FLAG_BUDGET, that tail in percent)."""
+    the model's own validation outputs, blank lines left out) within FLAG_BUDGET, that tail in percent);
+    with `combined`, its threshold settled by the same tail and its flag counted in the budget."""
     clean = [d for d in clean if d["signals"]]
     if not clean:
         raise AiaynError("no validation output to calibrate on: the validation sources are all blank")
     for tail in TAILS:
-        thresholds = thresholds_at(clean, tail)
+        thresholds = thresholds_at(clean, tail, combined)
         if flagged_share(clean, thresholds) <= FLAG_BUDGET:
             break
     return thresholds, tail
 
 
+def combined_on(translator, sources: list[str], translations) -> Combined | None:
+    """The combined score fitted on the model's clean validation Translations (with diagnostics) against the
+    hallucinations injected into them; None where there are fewer than two clean outputs or no hallucination
+    (its threshold is settled by thresholds_on)."""
+    from aiayn.inspect.quality.injection import HALLUCINATIONS, injected
+
+    kept = [(s, t) for s, t in zip(sources, translations) if t.diagnostics["signals"]]
+    if len(kept) < 2:
+        return None
+    sources, translations = [s for s, _ in kept], [t for _, t in kept]
+    kinds = injected(translator, sources, translations, DEFAULT_THRESHOLDS, INJECTION_SEED, kinds=HALLUCINATIONS)
+    return fit_combined([t.diagnostics for t in translations], [d for k in HALLUCINATIONS for d in kinds[k]],
+                        {s.name: s.suspect for s in MEASURED})
+
+
 def calibrate(translator, sources: list[str]) -> dict:
-    """Translate `sources` (the model's validation sources) with diagnostics and settle its thresholds ->
-    {"thresholds": {signal: value}, "tail_percent", "sentences", "flagged_share"}, as thresholds.json holds."""
+    """Translate `sources` (the model's validation sources) with diagnostics, fit the combined score and settle
+    the thresholds -> {"thresholds": {signal: value}, "combined" (where fitted), "tail_percent", "sentences",
+    "flagged_share"}, as thresholds.json holds."""
     from aiayn.inspect.quality.diagnostics import translate_diagnosed
 
-    clean = [r.diagnostics for r in translate_diagnosed(translator, sources, thresholds=DEFAULT_THRESHOLDS)]
-    thresholds, tail = thresholds_on(clean)
+    translations = translate_diagnosed(translator, sources, thresholds=DEFAULT_THRESHOLDS)
+    clean = [r.diagnostics for r in translations]
+    thresholds, tail = thresholds_on(clean, combined_on(translator, sources, translations))
     clean = [d for d in clean if d["signals"]]
-    values = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(thresholds).items()}
-    return {"thresholds": values, "tail_percent": tail, "sentences": len(clean),
+    values = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(thresholds).items() if k != "combined"}
+    stored = {} if thresholds.combined is None else {"combined": thresholds.combined.to_dict()}
+    return {"thresholds": values, **stored, "tail_percent": tail, "sentences": len(clean),
             "flagged_share": round(flagged_share(clean, thresholds), 4)}
 
 

@@ -2,8 +2,9 @@
 log-probability and cross-attention, compared with its threshold (aiayn.inspect.quality.thresholds), and
 the flags they raise.
 
-Each signal reports {"value", "threshold", "rule", "flag", "flagged"}; the flags are the codes of the
-signals that fired, in a fixed order (each code once).
+Each signal reports {"value", "threshold", "rule", "flag", "flagged"}, and so does the combined score
+(aiayn.inspect.quality.combined) where the model's thresholds.json holds one; the flags are the codes of the
+signals (and score) that fired, in a fixed order (each code once).
 """
 
 from dataclasses import replace
@@ -13,6 +14,8 @@ import numpy as np
 from aiayn.errors import AiaynError
 from aiayn.inspect.quality.signals import FLAGS, SIGNALS, Evidence, attention_signals
 from aiayn.inspect.quality.thresholds import DEFAULT_THRESHOLDS, Thresholds, model_thresholds
+
+COMBINED_FLAG = "hallucination"  # what the combined score was fitted to find
 
 
 def _fires(value, threshold, rule: str) -> bool:
@@ -33,24 +36,43 @@ def _report(value, threshold, rule: str, flag: str) -> dict:
     return {"value": value, "threshold": threshold, "rule": rule, "flag": flag, "flagged": fired}
 
 
+def combined_report(diagnostics: dict, thresholds: Thresholds) -> dict | None:
+    """The combined score of a diagnose() result's (rounded) signal values under thresholds.combined, as
+    {"value", "threshold", "rule", "flag", "flagged"}; None without a stored score (or where one of its
+    signals was not measured)."""
+    if thresholds.combined is None:
+        return None
+    score = thresholds.combined.score_of(diagnostics)
+    return None if score is None else _report(score, thresholds.combined.threshold, ">", COMBINED_FLAG)
+
+
 def flags_under(diagnostics: dict, thresholds: Thresholds) -> list[str]:
-    """The flags a diagnose() result raises under other thresholds: its signals' (rounded) values judged again."""
+    """The flags a diagnose() result raises under other thresholds: its signals' (rounded) values judged again,
+    and the combined score where thresholds hold one."""
     fired = {s["flag"] for name, s in diagnostics["signals"].items()
              if _fires(s["value"], _threshold(thresholds, name), s["rule"])}
+    combined = combined_report(diagnostics, thresholds)
+    fired |= {combined["flag"]} if combined is not None and combined["flagged"] else set()
     return [f for f in FLAGS if f in fired]
 
 
 def diagnose(evidence: Evidence, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict:
     """-> {"flags": [codes], "signals": {name: {"value", "threshold", "rule", "flag", "flagged"}},
-    "uncovered_words": [...]}, and where the evidence has source shares "source_contribution" (the signal's
+    "uncovered_words": [...]}, "combined" (the same report of the combined score) where the thresholds hold
+    one, and where the evidence has source shares "source_contribution" (the signal's
     value) and "token_source_contribution" (one share per output token, </s> left out). A signal whose
     evidence is missing (source_contribution without source_shares) is left out."""
     measured = {s: s.measure(evidence) for s in SIGNALS}
     signals = {s.name: _report(value, _threshold(thresholds, s.name), s.rule, s.flag)
                for s, value in measured.items() if value is not None}
-    fired = {s["flag"] for s in signals.values() if s["flagged"]}
     words = attention_signals(evidence.cross, evidence.src_tokens, evidence.tgt_tokens)[2]
-    found = {"flags": [f for f in FLAGS if f in fired], "signals": signals, "uncovered_words": words}
+    found = {"flags": [], "signals": signals, "uncovered_words": words}
+    combined = combined_report(found, thresholds)
+    fired = {s["flag"] for s in signals.values() if s["flagged"]}
+    if combined is not None:
+        found["combined"] = combined
+        fired |= {COMBINED_FLAG} if combined["flagged"] else set()
+    found["flags"] = [f for f in FLAGS if f in fired]
     if evidence.source_shares is not None:  # a token under 0.5 comes mostly from the target prefix
         found["source_contribution"] = signals["source_contribution"]["value"]
         found["token_source_contribution"] = [round(float(x), 4)

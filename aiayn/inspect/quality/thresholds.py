@@ -21,6 +21,7 @@ from pathlib import Path
 
 from aiayn.checkpoint import THRESHOLDS_FILE  # a model's own thresholds (aiayn calibrate), beside its weights
 from aiayn.errors import AiaynError
+from aiayn.inspect.quality.combined import Combined, combined_from_dict
 
 # A source word counts as attended when the output's words give it at least this much cross-attention
 # mass in all (summed over output words; last layer, heads averaged). 0.2 is the cut-off of
@@ -48,7 +49,9 @@ class Thresholds:
     source_copy: copy when the output's chrF against the source itself is at least this.
     length_ratio: (low, high): length_ratio when output words / source words is outside them.
     stopped_at_limit: stopped_at_limit when the search's stopped-at-limit mark is this (a rule, not a measure).
-    unknown_share: unknown_input when more than this share of the source's pieces is <unk> or bytes."""
+    unknown_share: unknown_input when more than this share of the source's pieces is <unk> or bytes.
+    combined: not a signal: the model's fitted combined score (aiayn.inspect.quality.combined), flagging a
+    hallucination above its own threshold; None (the defaults, a file written before it existed): no score."""
 
     log_prob: float = -1.19
     source_contribution: float = 0.42
@@ -59,9 +62,11 @@ class Thresholds:
     length_ratio: tuple[float, float] = (0.64, 1.73)
     stopped_at_limit: bool = True
     unknown_share: float = UNKNOWN_SHARE
+    combined: Combined | None = None
 
 
 DEFAULT_THRESHOLDS = Thresholds()
+SIGNAL_FIELDS = tuple(f.name for f in fields(Thresholds) if f.name != "combined")  # one per signal
 
 
 
@@ -86,18 +91,21 @@ def read_thresholds(model_dir: str | Path | None) -> Thresholds | None:
         return None
     path = Path(model_dir) / THRESHOLDS_FILE
     try:
-        stored = json.loads(path.read_text(encoding="utf-8"))["thresholds"]
+        data = json.loads(path.read_text(encoding="utf-8"))
+        stored = data["thresholds"]
     except (ValueError, KeyError, TypeError):
         raise AiaynError(f"{path}: not a thresholds file (JSON with a \"thresholds\" object); run `aiayn "
                          f"calibrate --model {path.parent}` again, or delete it to use the defaults") from None
     if not isinstance(stored, dict):
         raise AiaynError(f"{path}: \"thresholds\" is not an object; run `aiayn calibrate --model {path.parent}` "
                          f"again, or delete it to use the defaults")
-    known = {f.name: getattr(DEFAULT_THRESHOLDS, f.name) for f in fields(Thresholds)}
+    known = {name: getattr(DEFAULT_THRESHOLDS, name) for name in SIGNAL_FIELDS}
     unknown = sorted(set(stored) - set(known))
     if unknown:
         raise AiaynError(f"{path}: unknown signal {unknown[0]!r} in \"thresholds\" (known: {', '.join(known)})")
-    return replace(DEFAULT_THRESHOLDS, **{k: _field_value(path, k, v, known[k]) for k, v in stored.items()})
+    combined = combined_from_dict(str(path), data["combined"], SIGNAL_FIELDS) if "combined" in data else None
+    return replace(DEFAULT_THRESHOLDS, combined=combined,
+                   **{k: _field_value(path, k, v, known[k]) for k, v in stored.items()})
 
 
 def model_thresholds(translator) -> Thresholds:

@@ -133,3 +133,57 @@ def test_training_stores_thresholds_that_pass_right_answers_and_flag_wrong_ones(
     assert np.mean([bool(f) for f in wrong]) >= 0.9
     assert run_cli(["calibrate", "--model", out], capsys)[0] == 0
     assert read_thresholds(translator.model_dir) == stored  # the same model and data: the same thresholds
+
+
+def _diagnostics_lines(model, tmp_path, capsys) -> tuple[int, list]:
+    src = tmp_path / "in.txt"
+    src.write_text("forty five\nseven\n")
+    code, output = run_cli(["translate", "--model", model, "--input", src, "--diagnostics", "--beam", "2"], capsys)
+    return code, [json.loads(line)["diagnostics"] for line in output.splitlines() if line.startswith("{")]
+
+
+def test_calibrate_stores_the_combined_score_and_translate_reports_it(calibrated, tmp_path, capsys):
+    model, output = calibrated
+    stored = json.loads((model / THRESHOLDS_FILE).read_text())
+    combined = stored["combined"]
+    assert "combined score over log_prob" in output and combined["clean"] == len(SOURCES)
+    assert combined["hallucinations"] > 0 and read_thresholds(model).combined.threshold == combined["threshold"]
+    code, lines = _diagnostics_lines(model, tmp_path, capsys)
+    assert code == 0 and len(lines) == 2
+    for found in lines:
+        assert found["combined"]["threshold"] == combined["threshold"] and found["combined"]["rule"] == ">"
+        assert {"flags", "source_contribution", "token_source_contribution"} <= set(found)
+        assert found["combined"]["flagged"] == (found["combined"]["value"] > combined["threshold"])
+        if found["combined"]["flagged"]:
+            assert "hallucination" in found["flags"]
+
+
+def test_calibrating_twice_on_the_same_data_writes_the_same_file(calibrated, tmp_path, capsys):
+    model, _ = calibrated
+    first = (model / THRESHOLDS_FILE).read_bytes()
+    assert run_cli(["calibrate", "--model", model, "--src", tmp_path / "val.txt"], capsys)[0] == 0
+    assert (model / THRESHOLDS_FILE).read_bytes() == first
+
+
+def test_a_thresholds_file_without_the_combined_score_still_judges(calibrated, tmp_path, capsys):
+    model, _ = calibrated
+    stored = json.loads((model / THRESHOLDS_FILE).read_text())
+    del stored["combined"]
+    (model / THRESHOLDS_FILE).write_text(json.dumps(stored))
+    assert read_thresholds(model).combined is None
+    code, lines = _diagnostics_lines(model, tmp_path, capsys)
+    assert code == 0 and len(lines) == 2 and not any("combined" in found for found in lines)
+    assert lines[0]["signals"]["log_prob"]["threshold"] == stored["thresholds"]["log_prob"]
+
+
+@pytest.mark.parametrize("combined, needle", [('"no"', '"combined" is not an object'),
+                                              ('{"signals": ["log_prob"], "suspect": ["low"], "usual": [null], '
+                                               '"mean": [0], "scale": [1], "weights": [1, 2], "bias": 0, '
+                                               '"threshold": 0, "clean": 1, "hallucinations": 1}',
+                                               "combined.weights")])
+def test_a_damaged_combined_score_stops_translate_in_one_line(calibrated, tmp_path, capsys, combined, needle):
+    model, _ = calibrated
+    (model / THRESHOLDS_FILE).write_text('{"thresholds": {}, "combined": ' + combined + "}")
+    code, output = run_cli(["translate", "--model", model, "--input", tmp_path / "val.txt", "--diagnostics"], capsys)
+    assert_user_error(code, output, model / THRESHOLDS_FILE, needle)
+    assert len([line for line in output.splitlines() if line.strip()]) == 1

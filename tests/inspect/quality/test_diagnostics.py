@@ -115,7 +115,7 @@ def test_stopped_at_limit_and_unknown_input():
 
 
 def test_one_threshold_per_signal_named_as_it():
-    assert [f.name for f in fields(Thresholds)] == [s.name for s in SIGNALS]
+    assert [f.name for f in fields(Thresholds)] == [s.name for s in SIGNALS] + ["combined"]  # and the score
     assert FLAGS == ("hallucination", "low_coverage", "repetition", "copy", "length_ratio", "stopped_at_limit",
                      "unknown_input")
 
