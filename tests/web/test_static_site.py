@@ -280,13 +280,17 @@ def test_static_site_says_the_step_view_needs_the_server(page, site_url, lang, w
 
 
 @pytest.mark.parametrize("lang, words", [("en", "the server"), ("ko", "서버")])
-def test_static_site_says_the_beam_trace_needs_the_server_in_one_line(page, site_url, lang, words):
+def test_static_site_says_the_beam_trace_and_a_heads_removal_need_the_server(page, site_url, lang, words):
     page.goto(site_url)
     page.evaluate(f"localStorage.setItem('aiayn-lang', '{lang}')")
     translate(page, site_url, SENTENCES[0])
     page.click("[data-testid=beam-trace] > summary")
     page.wait_for_selector("#beam-body .note")
     said = page.inner_text("#beam-body")
+    assert words in said and "\n" not in said.strip()
+    page.click("[data-testid=without-head]")  # "without this head" needs the server's model too
+    page.wait_for_selector("[data-testid=ablation] .note")
+    said = page.inner_text("[data-testid=ablation]")
     assert words in said and "\n" not in said.strip()
 
 

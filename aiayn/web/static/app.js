@@ -4,6 +4,7 @@
 // The measure switch (weights | contributions) swaps S.data for the server's answer with the other measure's
 // maps (the same translation; asked once per sentence, then kept in S.answers), so every panel that reads
 // S.data.maps (matrix, thumbnails, lines, head search) shows it.
+import {createAblation} from "./ablation.js";
 import {api} from "./api.js";
 import {createBeamTrace} from "./beamtrace.js";
 import {drawArch, drawFfn, drawPositions, ffnStack} from "./arch.js";
@@ -29,6 +30,7 @@ const S = {info: null, data: null, gen: 0, kind: "cross", layer: null, head: 0, 
            target: "", pe: undefined, open: null, pending: null, prefix: "", measure: "weights", answers: {},
            request: null};
 const timeline = createTimeline(), scores = createScores(), beamTrace = createBeamTrace(S);
+const ablation = createAblation(S);
 const handlers = {pickHead, toggleLineHead, previewQuery, select: q => selectQuery(q, false)};
 
 function showError(message) { $("error").textContent = message; }
@@ -40,7 +42,7 @@ function clearViews() {
   for (const id of ["heatmap", "overview", "lines", "line-caption", "line-tops", "hover-view", "matrix-caption", "step",
                     "token-probs", "search-result", "nbest", "scores-body"]) $(id).replaceChildren();
   $("lines").dataset.signature = ""; $("step").dataset.key = ""; $("experiment-note").hidden = true;
-  beamTrace.clear();
+  beamTrace.clear(); ablation.sync();
 }
 
 function placeModelPanel(results) {
@@ -197,6 +199,7 @@ function render() {
   renderArch();
   $("scores-panel").hidden = !S.info.multi_head;  // a recurrent decoder's scores have no q, k and √dₖ
   scores.render(S);
+  ablation.sync();
   renderStep(S, view, false, stepAnswered);
   writeUrl(S, S.text, S.target);
 }
@@ -325,6 +328,7 @@ function wireControls() {
   });
   $("search-go").addEventListener("click", searchHeads);
   $("measure").addEventListener("click", toggleMeasure);
+  $("without-head").addEventListener("click", ablation.run);
   $("beam-panel").addEventListener("toggle", beamTrace.open);
   const openBeam = () => { $("beam-panel").open = true; };  // its jump link opens the closed panel
   document.querySelector(".jumps a[href='#beam-panel']").addEventListener("click", openBeam);

@@ -15,6 +15,7 @@ const WORDS = {
     needs: "{what} needs the server (aiayn serve): this page runs the model in the browser, which gives " +
            "translations and their attention maps.",
     step: "The step-by-step computation", trace: "The beam search's trace",
+    ablate: "Translating without a head",
     timeline: "The training timeline", other: "This request",
     failed: "The model could not run in this browser: {error}",
     model: "This site has no model named “{name}”: ?model= takes one of {names}.",
@@ -25,7 +26,7 @@ const WORDS = {
           "FFN·스코어 패널, 학습 타임라인은 서버가 있어야 합니다: `aiayn serve --model M`.",
     needs: "{what}에는 서버(aiayn serve)가 필요합니다. 이 페이지는 브라우저에서 모델을 실행해 번역과 어텐션 맵을 " +
            "보여 줍니다.",
-    step: "단계별 계산", trace: "빔 서치 기록",
+    step: "단계별 계산", trace: "빔 서치 기록", ablate: "헤드를 뺀 번역",
     timeline: "학습 타임라인", other: "이 요청",
     failed: "이 브라우저에서 모델을 실행하지 못했습니다: {error}",
     model: "이 사이트에 없는 모델입니다: “{name}”. ?model=에는 {names} 중 하나를 넣으세요.",
@@ -119,6 +120,7 @@ export async function staticApi(path, body) {
   if (path === "/api/info") return (state.info = await fetchJson(model + "info.json"));
   if (path === "/api/positions") return fetchJson(model + "positions.json");
   if (path === "/api/translate" && body.trace) throw needsServer("trace");
+  if (path === "/api/translate" && body.without_heads) throw needsServer("ablate");
   if (path === "/api/translate") return translate(cfg, body);
   if (path === "/api/step") throw needsServer("step");
   if (path === "/api/alternatives") {
