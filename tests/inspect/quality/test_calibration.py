@@ -54,16 +54,31 @@ def test_the_largest_tail_within_the_budget_is_chosen():
     assert thresholds.stopped_at_limit is True and thresholds.unknown_share == DEFAULT_THRESHOLDS.unknown_share
 
 
-@pytest.fixture
-def calibrated(transformer_dir, tmp_path, capsys):
-    """A copy of the tiny model, calibrated on SOURCES -> (its directory, what the command printed)."""
-    model = tmp_path / "model"
+@pytest.fixture(scope="module")
+def calibrated_once(transformer_dir, tmp_path_factory):
+    """The tiny model calibrated on SOURCES, once for the module -> (its directory, what the command printed)."""
+    import contextlib
+    import io
+
+    model = tmp_path_factory.mktemp("calibrated") / "model"
     shutil.copytree(transformer_dir, model)
-    src = tmp_path / "val.txt"
+    src = model.parent / "val.txt"
     src.write_text("\n".join(SOURCES) + "\n")
-    code, output = run_cli(["calibrate", "--model", model, "--src", src], capsys)
-    assert code == 0, output
-    return model, output
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = main(["calibrate", "--model", str(model), "--src", str(src)])
+    assert code == 0, printed.getvalue()
+    return model, printed.getvalue()
+
+
+@pytest.fixture
+def calibrated(calibrated_once, tmp_path):
+    """A copy of the calibrated tiny model (its thresholds.json free to change), its validation sources in
+    tmp_path / "val.txt" -> (its directory, what `aiayn calibrate` printed)."""
+    model = tmp_path / "model"
+    shutil.copytree(calibrated_once[0], model)
+    shutil.copy(calibrated_once[0].parent / "val.txt", tmp_path / "val.txt")
+    return model, calibrated_once[1].replace(str(calibrated_once[0]), str(model))
 
 
 def test_calibrate_writes_thresholds_that_read_back_and_judge_the_model(calibrated):
