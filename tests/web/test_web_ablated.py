@@ -103,3 +103,18 @@ def test_other_engines_and_recurrent_models_are_refused(rnn_dir):
     rnn = TestClient(create_app(Translator.from_pretrained(rnn_dir)))
     answer = ask(rnn, "forty five", [{"kind": "cross", "layer": 0, "head": 0}])
     assert answer.status_code == 400 and "Transformer" in answer.json()["error"]
+
+
+@pytest.mark.slow  # worker processes
+def test_worker_processes_leave_the_ablated_search_to_the_servers_own_model(transformer_dir, translator):
+    """With --workers the plain searches run in other processes, whose weights no hook reaches: the heads'
+    removal still shows, since both of its searches run on this process's model."""
+    from aiayn.decoding.translator import Translator
+
+    head = Head("cross", 1, 0)
+    with Translator.from_pretrained(transformer_dir, workers=2) as pooled:
+        body = ask(TestClient(create_app(pooled)), SENTENCES[0], [{"kind": "cross", "layer": 1, "head": 0}]).json()
+    expected, plain = direct(translator, SENTENCES[0], [head]), translator.translate(SENTENCES[:1], beam=3)[0]
+    assert abs(expected.score - plain.score) > 1e-3  # the workers' untouched model would answer `plain`
+    assert body["translation"] == expected.text
+    assert body["score"] == pytest.approx(expected.score, rel=1e-6, abs=1e-5)
