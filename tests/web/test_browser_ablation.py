@@ -69,3 +69,19 @@ def test_without_this_head_shows_the_servers_two_translations_and_what_changed(b
     page.select_option("#head", "mean")  # no one head: no button, and the comparison of the last one goes
     assert page.is_hidden("[data-testid=ablation]") and page.is_hidden("[data-testid=without-head]")
     assert not errors
+
+
+def test_the_head_search_offers_its_pick_without_it(browser, server):
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(f"{server}?text={SENTENCE.replace(' ', '+')}&lang=en&kind=encoder_self")
+    page.wait_for_selector("#heatmap td.cell", timeout=30000)
+    page.select_option("#search-query", "1")
+    page.select_option("#search-key", "0")
+    page.click("#search-go")
+    first = page.eval_on_selector("button.rank", "b => [Number(b.dataset.layer), Number(b.dataset.head)]")
+    page.click("[data-testid=search-without-head]")
+    page.wait_for_selector("[data-testid=ablation-after]")
+    answer = without(page, {"kind": "encoder_self", "layer": first[0], "head": first[1]})
+    assert words(page, "ablation-after", None) == answer["translation"].split()
+    assert page.evaluate("document.querySelector('[data-testid=ablation]').getBoundingClientRect().top < innerHeight")
+

@@ -280,9 +280,18 @@ function searchHeads() {
   const q = Number($("search-query").value), k = Number($("search-key").value);
   const ranked = rankHeads(S.data.maps[S.kind], currentView(S), q, k);
   showRanking($("search-result"), ranked, S.info, (l, h) => pickHead(l, h, false), S.data.measure);
+  if (S.info.multi_head) $("search-result").appendChild(withoutButton());
   S.query = q;
   pickHead(ranked[0].layer, ranked[0].head, false);
   selectQuery(q, false);
+}
+
+function withoutButton() {
+  // the head search's pick (or the ranked head clicked since) taken out: the comparison is under the matrix's controls
+  const b = document.createElement("button");
+  b.type = "button"; b.dataset.testid = "search-without-head"; b.textContent = t("ablate.search");
+  b.addEventListener("click", () => { $("matrix-panel").scrollIntoView({block: "start"}); ablation.run(); });
+  return b;
 }
 
 function onMatrixKey(e) {

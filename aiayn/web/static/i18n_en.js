@@ -303,6 +303,7 @@ export const TEXT_EN = {
   "beam.finished": "The finished hypotheses ({n}), best first:", "beam.best": "← the translation",
   "beam.forced": "The maps are of the target you gave; this is the model's own search for the sentence.",
   "ablate.button": "without this head",
+  "ablate.search": "Translate without the head opened (the comparison shows under the matrix's controls)",
   "ablate.title": "{which}, taken out: the sentence translated again with this head's output set to 0 before W^O",
   "ablate.every": "with every head", "ablate.without": "without this head", "ablate.score": "score",
   "ablate.same": "The translation stays the same; only its probability moves (Δ: without the head minus with it).",

@@ -239,6 +239,7 @@ export const TEXT_KO = {
   "beam.finished": "완성된 가설 {n}개 (점수 순):", "beam.best": "← 번역 결과",
   "beam.forced": "어텐션 맵은 직접 넣은 번역문의 것이고, 여기는 모델이 이 문장을 스스로 탐색한 과정입니다.",
   "ablate.button": "이 헤드 빼고 번역",
+  "ablate.search": "열어 둔 헤드를 빼고 번역 (비교 결과는 행렬 컨트롤 아래에 나옵니다)",
   "ablate.title": "{which} 제거: 이 헤드의 출력을 W^O에 들어가기 전에 0으로 두고 문장을 다시 번역했습니다",
   "ablate.every": "모든 헤드로", "ablate.without": "이 헤드 없이", "ablate.score": "점수",
   "ablate.same": "번역은 그대로이고 확률만 달라집니다(Δ는 헤드를 뺀 값에서 원래 값을 뺀 차이입니다).",
