@@ -10,8 +10,8 @@ by the model's weights at inference (decoding and scoring).
             int8 x int8 -> int32 (torch._int_mm) and scales back to float32. Per-row input scales keep a
             sentence's numbers independent of its batch neighbours (one scale per tensor, as torch.ao's
             dynamic quantization uses, would not); CTranslate2's int8 does the same. The compiled decoder
-            (--compile), at steps of few rows and in its encoder, multiplies the same int8 weights by
-            bfloat16 inputs instead (no input scale: rows stay independent), see traced_products.
+            (--compile), at steps of few rows and in its encoder, makes the same products with inductor's
+            own VNNI GEMM (on a CPU without VNNI: int8 weights by bfloat16 inputs), see traced_products.
 
 Only the products by weights change: the attention products QK^T and softmax x V, embeddings, LayerNorm
 and the log-softmax run in float32. Measured on a 2-core AMD EPYC with AVX512-BF16, one thread, a
@@ -22,6 +22,7 @@ int8 257 us with the per-row quantization included (bench/decode_speed.py gives 
 import functools
 
 import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers torch.ops.quantized_decomposed)
 from torch import nn
 
 from aiayn.errors import AiaynError
@@ -91,21 +92,35 @@ def int8_project(x_rows: torch.Tensor, weight: tuple[torch.Tensor, torch.Tensor]
 
 
 # ---- traced code (aiayn.decoding.compiled): the weight's form made once, kept as a buffer of the traced module --
-# The products a traced step makes, by compute type and by how many rows it multiplies: "int8_bfloat16" is
-# int8 weights by bfloat16 inputs (weight-only quantization: no input scale, so rows stay independent), which
-# inductor's C++ GEMM template reads as int8 and multiplies without converting the weight first. At a few rows
-# a product streams its weight from memory, so a quarter of the bytes is what counts: the (4, 128) x
-# (128, 10000) output layer took 61 us against float32's 100 us and torch._int_mm's 89 us (which needs 17
-# rows or more and quantizes its input), one thread, EPYC-F. At many rows the int8 x int8 products of VNNI win.
+# The products a traced step makes, by compute type and by how many rows it multiplies. At few rows (a
+# decoding step of batch 1 to 4, beam 4) a product streams its weight from memory and does little with each
+# byte, so what counts is the bytes read and how little is done to them:
+#   "int8_uint8"     int8 x int8 as int8_project makes it (per-row input scales), written so that inductor
+#                    makes it its own u8s8 GEMM of AVX-512 VNNI (or AMX): the weight's bytes are multiplied
+#                    as they are read (_uint8_project). Inductor compiles that only where the CPU has VNNI.
+#   "int8_bfloat16"  elsewhere: int8 weights by bfloat16 inputs (weight-only quantization), inductor's C++
+#                    GEMM converting each weight byte to bfloat16 before it multiplies.
+# The (4, 128) x (128, 10000) output layer, one thread, EPYC-F: float32 100 us, int8_bfloat16 61 us,
+# torch._int_mm 89 us (oneDNN; it needs 17 rows or more). At many rows oneDNN's int8 x int8 products win.
+@functools.cache
+def _has_int8_dot_products() -> bool:
+    """AVX-512 VNNI or AMX: the CPU instructions inductor's u8s8 GEMM is made of."""
+    return torch.cpu._is_vnni_supported() or torch.cpu._is_amx_tile_supported()
+
+
 def traced_products(compute_type: str, few_rows: bool) -> str:
-    """The products of a traced step: the compute type's own, or "int8_bfloat16" for int8 at few rows."""
-    return "int8_bfloat16" if compute_type == "int8" and few_rows else compute_type
+    """The products of a traced step: the compute type's own, or for int8 at few rows "int8_uint8" (or
+    "int8_bfloat16" on a CPU without VNNI)."""
+    if compute_type == "int8" and few_rows:
+        return "int8_uint8" if _has_int8_dot_products() else "int8_bfloat16"
+    return compute_type
 
 
 def traced_weight(weight: torch.Tensor, products: str) -> tuple[torch.Tensor, ...]:
     """(out, in) float32 -> the tensors traced_linear multiplies by: the (out, in) bfloat16 weight;
     int8_weight's pair; for "int8_bfloat16" the (out, in) int8 weight and its (out,) bfloat16 scales (the
-    form torch._weight_int8pack_mm takes). Made before tracing: converted inside the trace, inductor did not
+    form torch._weight_int8pack_mm takes); for "int8_uint8" the (out, in) int8 weight, its (out,) float32
+    scales and (out,) zero points (all 0: symmetric). Made before tracing: converted inside the trace, inductor did not
     fold the conversion into a constant, and the compiled int8 step re-quantized every weight at every step
     (1.0 against 9.0 sentences/s at paper-base size, batch 1)."""
     if products == "bfloat16":
@@ -113,7 +128,24 @@ def traced_weight(weight: torch.Tensor, products: str) -> tuple[torch.Tensor, ..
     quantized_t, scale = int8_weight(weight)
     if products == "int8_bfloat16":
         return quantized_t.t().contiguous(), scale.to(torch.bfloat16)
+    if products == "int8_uint8":
+        return quantized_t.t().contiguous(), scale, torch.zeros(scale.size(0), dtype=torch.long)
     return quantized_t, scale
+
+
+def _uint8_project(x_rows: torch.Tensor, form: tuple[torch.Tensor, ...], bias: torch.Tensor | None) -> torch.Tensor:
+    """int8_project's numbers (per-row input scales, per-channel weight scales) written as the dequantize ->
+    linear pattern inductor turns into its u8s8 GEMM (AVX-512 VNNI): the rows quantized to -127..127 and
+    shifted by 128 into uint8 (VNNI multiplies unsigned by signed bytes), dequantized with scale 1 and zero
+    point 128, so the product is the int8 one; each row's scale is applied after it."""
+    weight_q, w_scale, w_zero = form
+    x_scale = x_rows.abs().amax(dim=1, keepdim=True).clamp_min(1e-12).div(127.0)  # (R, 1)
+    x_q = (x_rows / x_scale).round().add(128).to(torch.uint8)  # (R, in)
+    ops = torch.ops.quantized_decomposed
+    x_int = ops.dequantize_per_tensor(x_q, 1.0, 128, 0, 255, torch.uint8)
+    w = ops.dequantize_per_channel(weight_q, w_scale, w_zero, 0, -128, 127, torch.int8)
+    out = nn.functional.linear(x_int, w) * x_scale
+    return out if bias is None else out + bias
 
 
 def traced_linear(x: torch.Tensor, form: tuple[torch.Tensor, ...], bias: torch.Tensor | None,
@@ -126,6 +158,8 @@ def traced_linear(x: torch.Tensor, form: tuple[torch.Tensor, ...], bias: torch.T
     elif products == "int8_bfloat16":
         out = torch._weight_int8pack_mm(rows.to(torch.bfloat16), *form).float()
         out = out if bias is None else out + bias
+    elif products == "int8_uint8":
+        out = _uint8_project(rows, form, bias)
     else:
         out = int8_project(rows, form, bias)
     return out.view(*x.shape[:-1], out.size(-1))

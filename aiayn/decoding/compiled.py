@@ -49,8 +49,8 @@ from aiayn.errors import AiaynError
 CAPACITY_STEP = 32  # positions added to the self-attention cache when it is full
 SMALL_ROWS = 64  # steps of up to this many rows take the step compiled for few rows (see INDUCTOR_CONFIG);
 # 32, 64 and 128 decoded batch 64 alike (164.6-171.4 sentences/s, one thread, two runs each)
-# int8: up to 16 rows (batch 4 at beam 4), where products stream their weights and int8 weights by bfloat16
-# inputs win (aiayn.cpu.compute_types.traced_products); from there VNNI's int8 x int8 products of the other step
+# int8: up to 16 rows (batch 4 at beam 4), where products stream their weights and inductor's own GEMMs win
+# (aiayn.cpu.compute_types.traced_products); from there oneDNN's int8 x int8 products of the other step
 INT8_SMALL_ROWS = 16
 # larger sources (B x S tokens, padding included) are encoded eagerly: the compiled encoder took 0.68 against
 # 1.51 ms for 1 x 15 tokens, 1.92 against 2.33 for 2 x 20, but 3.88 against 3.31 for 4 x 20 and twice the
@@ -101,10 +101,10 @@ GEMMS = {"small": "CPP", "large": "ATEN"}
 
 def _gemms(products: str, kind: str) -> str:
     """Whose GEMMs a step of these products (aiayn.cpu.compute_types.traced_products) takes: GEMMS for
-    float32, and inductor's C++ template for int8 weights by bfloat16 inputs (the step for few rows). The
-    other low-precision products take ATen's (oneDNN's bfloat16, torch._int_mm): inductor's C++ GEMMs have no
-    int8 x int8 form, and without AMX their bfloat16 one multiplies in float32."""
-    return GEMMS[kind] if products in ("float32", "int8_bfloat16") else "ATEN"
+    float32, and inductor's C++ template for the int8 products of the step for few rows (its VNNI GEMM, or
+    int8 weights by bfloat16 inputs). The other low-precision products take ATen's (oneDNN's bfloat16 and
+    int8 x int8): without AMX inductor's bfloat16 GEMM multiplies in float32."""
+    return GEMMS[kind] if products in ("float32", "int8_bfloat16", "int8_uint8") else "ATEN"
 
 
 def _make_room(state: "CompiledState", rows: int) -> None:
@@ -174,7 +174,8 @@ def _package(module, inputs, sizes, path: Path, gemms: str = "CPP") -> None:
     try:
         with torch.no_grad(), torch.fx.experimental._config.patch(**EXPORT_CONFIG):
             program = torch.export.export(module.eval(), inputs, dynamic_shapes=sizes)
-        with torch._inductor.config.patch(**INDUCTOR_CONFIG, max_autotune_gemm_backends=gemms):
+        # without grad: inductor's freezing passes (the weights' packing, the int8 patterns) run only then
+        with torch.no_grad(), torch._inductor.config.patch(**INDUCTOR_CONFIG, max_autotune_gemm_backends=gemms):
             torch._inductor.aoti_compile_and_package(program, package_path=str(path))
     except Exception as err:  # torch.export's and inductor's many error types: say what to do
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -215,6 +216,8 @@ class CompiledDecoder:
         (compiled_cache)."""
         # inductor's autotuning calls a deprecated torch API (torch 2.13): not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
+        # and its int8 lowering copies a tensor with torch.tensor(tensor) (torch 2.13), warning about itself
+        warnings.filterwarnings("ignore", message="To copy construct from a tensor", category=UserWarning)
         S = Dim("S", min=2, max=self.model.positional.table.size(0))  # sources longer are cut (translator.py)
         encode_inputs = (torch.full((3, 7), self.model.pad_id),), ({0: Dim("B", min=1, max=1 << 20), 1: S},)
 

@@ -23,17 +23,19 @@ class TracedStep(torch.nn.Module):
         self.model = model
         self.products = traced_products(compute_type_of(model), few_rows)
         self.register_buffer("positions", model.positional.table.detach().clone(), persistent=False)  # (max_len, D)
+        self.parts = 0  # tensors of a weight's low-precision form
         if self.products != "float32":  # the weights in their low-precision form, made once: constants
             for name, weight in step_weights(model).items():  # inductor freezes, never converted at a step
-                for i, tensor in enumerate(traced_weight(weight, self.products)):
+                form = traced_weight(weight, self.products)
+                for i, tensor in enumerate(form):
                     self.register_buffer(f"w_{name}_{i}", tensor, persistent=False)
+                self.parts = len(form)
 
     def linear(self, x, name: str, weight, bias):
         """x W^T + b in the step's products (aiayn.cpu.compute_types); name: the weight's in step_weights."""
         if self.products == "float32":
             return F.linear(x, weight, bias)
-        parts = 1 if self.products == "bfloat16" else 2
-        form = tuple(getattr(self, f"w_{name}_{i}") for i in range(parts))
+        form = tuple(getattr(self, f"w_{name}_{i}") for i in range(self.parts))
         return traced_linear(x, form, bias, self.products)
 
     def forward(self, tokens, position, rows, ancestors, self_k, self_v, cross_k, cross_v, src_bias, hyp_scores,

@@ -156,39 +156,53 @@ def _int8_bfloat16_reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Ten
     return (x.bfloat16().double() @ w_q.T) * w_scale.bfloat16().double()
 
 
-class _Int8Bfloat16(torch.nn.Module):
+class _FewRows(torch.nn.Module):
     """A linear layer's product as the compiled step makes it at few rows: the weight's form in buffers."""
 
-    def __init__(self, layer: torch.nn.Linear):
+    def __init__(self, layer: torch.nn.Linear, products: str):
         super().__init__()
-        for i, tensor in enumerate(compute_types.traced_weight(layer.weight, "int8_bfloat16")):
+        self.products, form = products, compute_types.traced_weight(layer.weight, products)
+        for i, tensor in enumerate(form):
             self.register_buffer(f"w_{i}", tensor)
+        self.parts = len(form)
         self.register_buffer("bias", layer.bias.detach().clone())
 
     def forward(self, x):
-        return compute_types.traced_linear(x, (self.w_0, self.w_1), self.bias, "int8_bfloat16")
+        form = tuple(getattr(self, f"w_{i}") for i in range(self.parts))
+        return compute_types.traced_linear(x, form, self.bias, self.products)
+
+
+def test_the_few_rows_products_follow_the_cpu(monkeypatch):
+    assert compute_types.traced_products("int8", few_rows=False) == "int8"
+    assert compute_types.traced_products("bfloat16", few_rows=True) == "bfloat16"
+    for vnni, products in ((True, "int8_uint8"), (False, "int8_bfloat16")):
+        monkeypatch.setattr(compute_types, "_has_int8_dot_products", lambda vnni=vnni: vnni)
+        assert compute_types.traced_products("int8", few_rows=True) == products
+
+
+def _compiled_like_the_step(product: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """product(x) compiled as the compiled step's package is: the weight frozen into a constant (the C++
+    template needs that), inductor's C++ GEMMs only, without grad (the freezing passes run only then)."""
+    if not compiler_present():
+        pytest.skip("inductor needs a C++ compiler")
+    config = dict(freezing=True, max_autotune=True, max_autotune_gemm_backends="CPP")
+    with torch._inductor.config.patch(**config), torch.no_grad():
+        return torch.compile(product, dynamic=False)(x)
 
 
 @pytest.mark.parametrize("rows", [1, 4, 60])
 @pytest.mark.parametrize("traced", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_int8_weights_by_bfloat16_inputs_equal_the_reference_by_hand(rows, traced):
-    """The products of the compiled int8 step for few rows (traced_products): eagerly, and as inductor's C++
-    GEMM template makes them (traced: torch.compile, as the compiled step's package does)."""
+    """The products of the compiled int8 step for few rows on a CPU without VNNI: eagerly, and as inductor's
+    C++ GEMM template makes them (traced: torch.compile, as the compiled step's package does)."""
     if "int8" not in compute_types.supported_compute_types():
         pytest.skip("this CPU or torch build runs no int8")
-    assert compute_types.traced_products("int8", few_rows=True) == "int8_bfloat16"
-    assert compute_types.traced_products("int8", few_rows=False) == "int8"
-    assert compute_types.traced_products("bfloat16", few_rows=True) == "bfloat16"
     torch.manual_seed(rows)
     layer = torch.nn.Linear(48, 40)
     x = torch.randn(rows, 48) * torch.rand(rows, 1) * 4
-    product = _Int8Bfloat16(layer).eval()
-    if traced:  # the weight frozen into a constant, as in the compiled step: the C++ template needs that
-        if not compiler_present():
-            pytest.skip("inductor needs a C++ compiler")
-        config = dict(freezing=True, max_autotune=True, max_autotune_gemm_backends="CPP")
-        with torch._inductor.config.patch(**config), torch.no_grad():
-            out = torch.compile(product, dynamic=False)(x)
+    product = _FewRows(layer, "int8_bfloat16").eval()
+    if traced:
+        out = _compiled_like_the_step(product, x)
     else:
         with torch.inference_mode():
             out = product(x)
@@ -200,6 +214,32 @@ def test_int8_weights_by_bfloat16_inputs_equal_the_reference_by_hand(rows, trace
     assert (error <= product.abs() * 2 ** -7 + 1e-5).all(), error.max()
     # and not the float32 product: the weight is quantized (a check that could fail if it were not)
     assert not torch.allclose(out, layer(x).detach(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [1, 4, 60])
+@pytest.mark.parametrize("traced", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_int8_by_uint8_rows_equal_the_int8_reference_by_hand(rows, traced):
+    """The int8 products of the compiled step for few rows on a VNNI CPU: int8_project's numbers (per-row
+    input scales), eagerly and as inductor's u8s8 GEMM makes them (traced)."""
+    if "int8" not in compute_types.supported_compute_types():
+        pytest.skip("this CPU or torch build runs no int8")
+    if traced and not compute_types._has_int8_dot_products():
+        pytest.skip("inductor's u8s8 GEMM needs AVX-512 VNNI or AMX")
+    torch.manual_seed(rows)
+    layer = torch.nn.Linear(48, 40)
+    x = torch.randn(rows, 48) * torch.rand(rows, 1) * 4  # rows of different scales
+    product = _FewRows(layer, "int8_uint8").eval()
+    if traced:
+        out = _compiled_like_the_step(product, x)
+    else:
+        with torch.inference_mode():
+            out = product(x)
+    assert out.shape == (rows, 40)
+    _check_product(out, _int8_reference(x, layer.weight, layer.bias).detach(), "int8")
+    # each row by its own scale: a row's product does not change with its neighbours
+    with torch.inference_mode():
+        alone = product(x[:1] * 1.0)
+    torch.testing.assert_close(alone, out[:1], rtol=1e-6, atol=1e-6)
 
 
 def test_an_rnn_runs_float32_only():
