@@ -421,8 +421,8 @@ def test_large_sources_are_encoded_eagerly(model, monkeypatch, one_thread):
 @pytest.mark.parametrize("compute_type", ["bfloat16", "int8"])
 def test_a_low_precision_compiled_step_is_as_close_to_float32_as_the_eager_one(transformer_dir, compute_type,
                                                                                one_thread):
-    """The compiled encoder and steps in a low-precision compute type (int8: int8 weights by bfloat16 inputs at
-    few rows, int8 x int8 beyond) against the float32 model's log-probs, step by step on the same tokens: within
+    """The compiled encoder and steps in a low-precision compute type (int8: inductor's own int8 GEMM at few
+    rows, oneDNN's int8 x int8 beyond) against the float32 model's log-probs, step by step on the same tokens: within
     the eager low-precision step's own error of float32's, and not equal to float32 (the products really are
     low precision). Few rows and many rows (small_rows 2: steps of 3 sentences x 2 rows take the other step)."""
     if compute_type not in supported_compute_types():
