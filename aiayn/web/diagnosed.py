@@ -2,6 +2,7 @@
 maps, the page's answer gains "diagnostics" and a coded warning per signal that fired (the page words it,
 as its other warnings); without maps, the plain answer gains "diagnostics"."""
 
+from aiayn.inspect.quality.combined import PAGE_WORDS as COMBINED_WORDS
 from aiayn.inspect.quality.diagnostics import diagnose_output, translate_diagnosed
 from aiayn.inspect.quality.signals import SIGNALS
 
@@ -17,15 +18,21 @@ def with_diagnostics(translator, text: str, fields: dict) -> dict:
 
 def page_warnings(diagnostics: dict) -> list[dict]:
     """A warning {"code": "diag_<signal>", "value", "threshold", "low", "high", "words"} for each signal that
-    fired; "words": its English text, which the page fills in where its language has none of its own."""
-    found = []
-    for name, signal in diagnostics["signals"].items():
-        if signal["flagged"] and name in PAGE_WORDS:
-            threshold = signal["threshold"]
-            low, high = threshold if isinstance(threshold, list) else (threshold, threshold)
-            found.append({"code": f"diag_{name}", "value": signal["value"], "threshold": threshold, "low": low,
-                          "high": high, "words": PAGE_WORDS[name]})
-    return found
+    fired, and "diag_combined" where the model's combined score fired; "words": its English text, which the
+    page fills in where its language has none of its own."""
+    fired = [(name, s, PAGE_WORDS[name]) for name, s in diagnostics["signals"].items()
+             if s["flagged"] and name in PAGE_WORDS]
+    combined = diagnostics.get("combined")
+    if combined is not None and combined["flagged"]:
+        fired.append(("combined", combined, COMBINED_WORDS))
+    return [_warning(name, signal, words) for name, signal, words in fired]
+
+
+def _warning(name: str, signal: dict, words: str) -> dict:
+    threshold = signal["threshold"]
+    low, high = threshold if isinstance(threshold, list) else (threshold, threshold)
+    return {"code": f"diag_{name}", "value": signal["value"], "threshold": threshold, "low": low, "high": high,
+            "words": words}
 
 
 def plain_diagnosed(translator, text: str, options, target_prefix: str):

@@ -24,6 +24,9 @@ from aiayn.errors import AiaynError
 RIDGE = 1e-2  # on the standardized weights (not the bias): keeps Newton's steps finite on separable data
 NEWTON_STEPS = 50
 SIDES = ("low", "high", "both")
+# the page's words when the combined score fires (English; the page's dictionary has the other languages)
+PAGE_WORDS = ("Possible hallucination: the signals taken together score {value} (the combined score fitted on "
+              "this model's validation data; flagged over {threshold}).")
 
 
 @dataclass(frozen=True, kw_only=True)

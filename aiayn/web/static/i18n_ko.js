@@ -174,6 +174,7 @@ export const TEXT_KO = {
   "warn.diag_repeat_run": "번역이 같은 구절을 {value}번 연달아 반복합니다 (기준 {threshold}번).",
   "warn.diag_source_copy": "번역이 원문을 그대로 베낀 것 같습니다 (100점 중 유사도 {value}, 기준 {threshold}).",
   "warn.diag_length_ratio": "번역 길이가 원문에 비해 이상합니다. 원문 단어당 번역 단어 {value}개 (보통 {low}~{high}).",
+  "warn.diag_combined": "환각일 수 있습니다. 여러 신호를 함께 본 점수가 {value}로, 이 모델의 검증 데이터로 정한 기준 {threshold}을 넘습니다.",
   "hover.top": "{query} 행이 가장 많이 보는 곳: {keys}",
   "step.unscaled": "비교용: √dₖ로 나누지 않은 softmax(q·k)",
   "step.unscaled_title": "가중치가 아닙니다. 스케일링 없이 소프트맥스를 했다면 나왔을 값입니다",

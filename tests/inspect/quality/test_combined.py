@@ -113,3 +113,18 @@ def test_a_damaged_score_is_one_line_naming_the_field(fitted, change, needle):
     with pytest.raises(AiaynError, match=needle) as err:
         combined_from_dict("m/thresholds.json", stored, SIGNAL_FIELDS)
     assert str(err.value).startswith("m/thresholds.json: ") and "\n" not in str(err.value)
+
+
+def test_the_page_warns_when_the_combined_score_fires_and_only_then(fitted):
+    from aiayn.web.diagnosed import page_warnings
+
+    _, clean_evidence, _, thresholds = fitted
+    judged = [diagnose(e, thresholds) for e in clean_evidence]
+    for found in judged:
+        combined = [w for w in page_warnings(found) if w["code"] == "diag_combined"]
+        assert len(combined) == found["combined"]["flagged"]
+        if combined:
+            assert combined[0]["value"] == found["combined"]["value"]
+            assert combined[0]["threshold"] == thresholds.combined.threshold
+            assert "{value}" in combined[0]["words"] and "{threshold}" in combined[0]["words"]
+    assert any(d["combined"]["flagged"] for d in judged) and not all(d["combined"]["flagged"] for d in judged)
