@@ -1,6 +1,7 @@
 """How well the translation diagnostics (aiayn.inspect.quality.diagnostics) find broken outputs, measured.
 
     python bench/diagnostics.py MODEL --data-dir ../shared/data/multi30k [--pair de-en] [--limit N]
+        [--natural-limit N] [--close N]
 
 1. Thresholds on Multi30k val: the model's own outputs (clean), settled as `aiayn calibrate` does
    (aiayn.inspect.quality.calibration: each measured signal's tail of the same size q on its suspect side,
@@ -21,7 +22,14 @@
    Other pathologies, reported apart (not hallucinations): copy, the source itself as the output; cut short,
    the clean output's first half (an omission).
    Injected outputs are judged by teacher forcing (aiayn.inspect.quality.diagnostics.forced_evidence).
-3. A combined score (aiayn.inspect.quality.combined): a logistic regression over every measured signal's
+3. Natural hallucinations (aiayn.inspect.quality.injection.NATURAL), on test only: the first --natural-limit
+   test sentences (default: all) perturbed by each of five minimal perturbations (rare words, a made-up
+   word, letters swapped, repeated punctuation) and translated by the search; an output whose chrF against
+   the unperturbed sentence's output is below HALLUCINATION_CHRF is a natural hallucination (Lee et al.
+   2019's rule). Each signal's AUROC is reported for them against the clean test outputs, and, the harder
+   question the published detectors answer, against the perturbed outputs that stayed close (chrF at or
+   above HALLUCINATION_CHRF; the first --close of each kind).
+4. A combined score (aiayn.inspect.quality.combined): a logistic regression over every measured signal's
    suspicion (standardized), fitted on val only (clean outputs against val's injected hallucinations, the
    two classes weighed equally), its threshold the same tail of val's clean outputs as the signals', then
    applied to test: the score `aiayn calibrate` stores with a model (on its first 500 val sentences).
@@ -42,10 +50,11 @@ from aiayn.evaluation import corpus_bleu, load_test_set
 from aiayn.inspect.quality.calibration import MEASURED, flagged_share, thresholds_on
 from aiayn.inspect.quality.combined import fit_combined, suspicions
 from aiayn.inspect.quality.diagnostics import translate_diagnosed
-from aiayn.inspect.quality.injection import HALLUCINATIONS, injected
+from aiayn.inspect.quality.injection import HALLUCINATION_CHRF, HALLUCINATIONS, NATURAL, injected, natural
 from aiayn.inspect.quality.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
 POOLED = "all hallucinations"
+NATURAL_POOL = "all natural"
 COMBINED = "combined"
 SIGNALS = tuple(s.name for s in MEASURED)
 
@@ -79,11 +88,12 @@ def report(clean: list[dict], kinds: dict, combined) -> dict:
     return {"kinds": table, "false_flags": false_flags}
 
 
-def markdown(result: dict) -> str:
+def table(rows: dict, first: str = "injected kind") -> list[str]:
+    """Markdown rows: per kind, each signal's and the combined score's AUROC with its interval, the share flagged."""
     names = (*SIGNALS, COMBINED)
-    lines = ["| injected kind | n | " + " | ".join(f"`{n}`" for n in names) + " | flagged |",
+    lines = [f"| {first} | n | " + " | ".join(f"`{n}`" for n in names) + " | flagged |",
              "|---|---:|" + "---:|" * (len(names) + 1)]
-    for kind, row in result["kinds"].items():
+    for kind, row in rows.items():
         if "auroc" not in row:
             lines.append(f"| {kind} | 0 |" + " - |" * (len(names) + 1))
             continue
@@ -94,6 +104,11 @@ def markdown(result: dict) -> str:
             cell = f"{row['auroc'][name]:.3f} ({low:.3f}-{high:.3f})"
             cells.append(f"**{cell}**" if name == best else cell)
         lines.append(f"| {kind} | {row['n']} | " + " | ".join(cells) + f" | {row['flagged']:.1%} |")
+    return lines
+
+
+def markdown(result: dict) -> str:
+    lines = table(result["kinds"])
     lines.append("")
     lines.append("combined minus the best single signal, paired 95% bootstrap interval: " + ", ".join(
         "{} (vs {}) {:+.3f} to {:+.3f}".format(kind, row["combined_minus_best"]["signal"],
@@ -103,7 +118,32 @@ def markdown(result: dict) -> str:
     weights = result["combined_weights"]
     lines.append("combined score (log-odds, standardized signals): " +
                  ", ".join(f"{k} {v:+.2f}" for k, v in weights.items()))
+    if "natural" in result:
+        found = result["natural"]
+        lines += ["", f"natural hallucinations of {found['tried']} test sentences, against the clean test outputs:"]
+        lines += table(found["against_clean"]["kinds"], "natural kind")
+        lines += ["", f"the same against {found['close']} perturbed outputs that stayed close:"]
+        lines += table(found["against_close"]["kinds"], "natural kind")
     return "\n".join(lines)
+
+
+def natural_run(translator, sources: list[str], thresholds: Thresholds, seed: int, close_per_kind: int):
+    """-> (per NATURAL kind and pooled, the natural hallucinations' diagnostics; the diagnostics of the first
+    close_per_kind perturbed outputs of each kind that stayed close)."""
+    sources = [s for s in sources if s.strip()]
+    clean = [r.text for r in translator.translate(sources)]
+
+    def diagnosed(perturbed_sources):
+        return [r.diagnostics for r in translate_diagnosed(translator, perturbed_sources, thresholds=thresholds)] \
+            if perturbed_sources else []
+
+    found, close = {}, []
+    for kind in NATURAL:
+        pairs = natural(translator, sources, clean, kind, seed)
+        found[kind] = diagnosed([s for s, c in pairs if c < HALLUCINATION_CHRF])
+        close += diagnosed([s for s, c in pairs if c >= HALLUCINATION_CHRF][:close_per_kind])
+        print(f"natural {kind}: {len(found[kind])} of {len(sources)}", flush=True)
+    return {**found, NATURAL_POOL: [d for k in NATURAL for d in found[k]]}, close
 
 
 def split_run(translator, sources: list[str], thresholds: Thresholds | None, seed: int):
@@ -122,6 +162,10 @@ def main() -> None:
     ap.add_argument("--pair", default="de-en")
     ap.add_argument("--limit", type=int, default=400, help="only the first N sentences of each split "
                     "(default: 400)")
+    ap.add_argument("--natural-limit", type=int, help="perturb only the first N test sentences for the natural "
+                    "hallucinations (default: all; 0: none)")
+    ap.add_argument("--close", type=int, default=100, help="perturbed outputs that stayed close, per natural "
+                    "kind, to judge the natural hallucinations against (default: 100)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the thresholds, BLEU and the table here")
     args = ap.parse_args()
@@ -129,6 +173,7 @@ def main() -> None:
     val_src, _ = load_test_set(dataset="multi30k", pair=args.pair, split="val", data_dir=args.data_dir)
     test_src, test_ref = load_test_set(dataset="multi30k", pair=args.pair, split="test_2016_flickr",
                                        data_dir=args.data_dir)
+    natural_src = test_src[: args.natural_limit]
     val_src, test_src, test_ref = val_src[: args.limit], test_src[: args.limit], test_ref[: args.limit]
     _, val, val_kinds = split_run(translator, val_src, None, args.seed)
     # as `aiayn calibrate` does (aiayn.inspect.quality.calibration): the combined score fitted on val's clean
@@ -146,6 +191,11 @@ def main() -> None:
     result.update(bleu=bleu, thresholds=values, combined=thresholds.combined.to_dict(), tail_percent=tail,
                   val_flagged=flagged_share(val, thresholds), sentences=len(clean),
                   val_injected={k: len(v) for k, v in val_kinds.items()}, combined_weights=weights)
+    if natural_src:
+        found, close = natural_run(translator, natural_src, thresholds, args.seed + 1, args.close)
+        result["natural"] = {"tried": len(natural_src), "close": len(close),
+                             "against_clean": report(test, found, thresholds.combined),
+                             "against_close": report(close, found, thresholds.combined)}
     print(markdown(result))
     if args.json:
         with open(args.json, "w") as f:

@@ -16,6 +16,16 @@ Hallucinations, the kinds of Guerreiro et al. 2023 and Lee et al. 2019:
 - oscillation: an n-gram (1-3 words) of the clean output written three times in a row in its place.
 Others (not hallucinations): copy, the source itself as the output; cut short, the clean output's first
 half (an omission). All but perturbed are judged by teacher forcing (diagnostics.forced_evidence).
+
+Natural hallucinations (NATURAL): more minimal source perturbations whose outputs the search writes itself,
+kept, like perturbed, when the output's chrF against the unperturbed output is below HALLUCINATION_CHRF.
+Each keeps the source's words, in order, and adds or changes little (Lee et al. 2019 insert rare tokens;
+Belinkov & Bisk 2018 and Raunak et al. 2021, character noise):
+- rare first: one rare word at the start (perturbed's first try);
+- several rare: five rare words at the start;
+- rare pieces: a made-up word of three rare subword pieces at the start;
+- misspelled: in two words of 4+ letters, two neighbouring letters swapped (Belinkov & Bisk's "swap");
+- punctuation: one punctuation mark written three times at the start ("!!!").
 """
 
 import random
@@ -27,14 +37,24 @@ N_RARE = 50  # the perturbing words: the source vocabulary's last N_RARE ordinar
 TRIES = 2  # perturbations tried per sentence (another rare word where the previous left the output alone)
 HALLUCINATIONS = ("perturbed", "detached", "half detached", "source cut", "oscillation")
 OTHERS = ("copy", "cut short")
+NATURAL = ("rare first", "several rare", "rare pieces", "misspelled", "punctuation")
+PUNCTUATION = ("!", "?", ".", ",", "-", ":", ";", '"')
 
 
 def rare_words(translator) -> list[str]:
     """The source vocabulary's last N_RARE pieces that are whole alphabetic words (without their ▁)."""
-    tok = translator.tokenizer
-    pieces = tok.source_id_to_piece(list(range(tok.src_vocab_size)))
-    words = [p for p in pieces if p.startswith("▁") and len(p) > 2 and p[1:].isalpha()]
+    words = [p for p in _source_pieces(translator) if p.startswith("▁") and len(p) > 2 and p[1:].isalpha()]
     return [p[1:] for p in words[-N_RARE:]]
+
+
+def rare_pieces(translator) -> list[str]:
+    """The source vocabulary's last N_RARE alphabetic pieces that continue a word (no ▁)."""
+    return [p for p in _source_pieces(translator) if p.isalpha() and len(p) > 2][-N_RARE:]
+
+
+def _source_pieces(translator) -> list[str]:
+    tok = translator.tokenizer
+    return tok.source_id_to_piece(list(range(tok.src_vocab_size)))
 
 
 def chrf(hyp: str, ref: str) -> float:
@@ -62,6 +82,49 @@ def perturbed(translator, sources: list[str], clean, thresholds) -> list[dict]:
         found += [r.diagnostics for r in translate_diagnosed(translator, hits, thresholds=thresholds)] if hits else []
         left = [i for i, h in zip(left, hit) if not h]
     return found
+
+
+def _inserted(words: list[str], word: str, rng: random.Random) -> list[str]:
+    """`word` put between two of `words` (after the first where there is only one)."""
+    k = rng.randint(1, max(len(words) - 1, 1))
+    return words[:k] + [word] + words[k:]
+
+
+def _misspelled(words: list[str], rng: random.Random, n: int = 2) -> list[str]:
+    """In n words of 4+ letters (fewer where there are fewer), two neighbouring letters swapped; each word's
+    first and last letters kept."""
+    long = [i for i, w in enumerate(words) if len(w) >= 4 and w.isalpha()]
+    words = list(words)
+    for i in rng.sample(long, min(n, len(long))):
+        w = words[i]
+        j = rng.randrange(1, len(w) - 2)  # swap w[j] and w[j + 1], inside the word
+        words[i] = w[:j] + w[j + 1] + w[j] + w[j + 2:]
+    return words
+
+
+def perturb(kind: str, source: str, rng: random.Random, *, rare: list[str], pieces: list[str]) -> str:
+    """`source` perturbed by one NATURAL kind (see the module's docstring); rare: the rare words
+    (rare_words), pieces: the rare subword pieces (rare_pieces)."""
+    words = source.split()
+    changed = {
+        "rare first": lambda: [rng.choice(rare)] + words,
+        "several rare": lambda: rng.sample(rare, 5) + words,
+        "rare pieces": lambda: ["".join(rng.sample(pieces, 3))] + words,
+        "misspelled": lambda: _misspelled(words, rng),
+        "punctuation": lambda: [rng.choice(PUNCTUATION) * 3] + words,
+    }[kind]()
+    return " ".join(changed)
+
+
+def natural(translator, sources: list[str], clean_texts: list[str], kind: str, seed: int) -> list[tuple[str, float]]:
+    """Each source perturbed by `kind` and translated by the search (without maps): (the perturbed source, the
+    chrF of its output against the source's own clean output `clean_texts[i]`), one per source. Below
+    HALLUCINATION_CHRF: a natural hallucination."""
+    rng = random.Random(f"{kind} {seed}")
+    rare, pieces = rare_words(translator), rare_pieces(translator)
+    changed = [perturb(kind, s, rng, rare=rare, pieces=pieces) for s in sources]
+    outputs = translator.translate(changed)
+    return [(c, chrf(r.text, clean)) for c, r, clean in zip(changed, outputs, clean_texts)]
 
 
 def injected(translator, sources: list[str], clean, thresholds, seed: int,
