@@ -22,13 +22,13 @@
    Other pathologies, reported apart (not hallucinations): copy, the source itself as the output; cut short,
    the clean output's first half (an omission).
    Injected outputs are judged by teacher forcing (aiayn.inspect.quality.diagnostics.forced_evidence).
-3. Natural hallucinations (aiayn.inspect.quality.injection.NATURAL), on test only: the first --natural-limit
-   test sentences (default: all) perturbed by each of five minimal perturbations (rare words, a made-up
-   word, letters swapped, repeated punctuation) and translated by the search; an output whose chrF against
-   the unperturbed sentence's output is below HALLUCINATION_CHRF is a natural hallucination (Lee et al.
-   2019's rule). Each signal's AUROC is reported for them against the clean test outputs, and, the harder
-   question the published detectors answer, against the perturbed outputs that stayed close (chrF at or
-   above HALLUCINATION_CHRF; the first --close of each kind).
+3. Natural hallucinations (aiayn.inspect.quality.injection.NATURAL), on test and on val alike: the first
+   --natural-limit sentences of each split (default: all) perturbed by each of five minimal perturbations
+   (rare words, a made-up word, letters swapped, repeated punctuation) and translated by the search; an
+   output whose chrF against the unperturbed sentence's output is below HALLUCINATION_CHRF is a natural
+   hallucination (Lee et al. 2019's rule). Each signal's AUROC is reported for them against the split's
+   clean outputs, and, the harder question the published detectors answer, against the perturbed outputs
+   that stayed close (chrF at or above HALLUCINATION_CHRF; the first --close of each kind).
 4. A combined score (aiayn.inspect.quality.combined): a logistic regression over every measured signal's
    suspicion (standardized), fitted on val only (clean outputs against val's injected hallucinations, the
    two classes weighed equally), its threshold the same tail of val's clean outputs as the signals', then
@@ -118,12 +118,13 @@ def markdown(result: dict) -> str:
     weights = result["combined_weights"]
     lines.append("combined score (log-odds, standardized signals): " +
                  ", ".join(f"{k} {v:+.2f}" for k, v in weights.items()))
-    if "natural" in result:
-        found = result["natural"]
-        lines += ["", f"natural hallucinations of {found['tried']} test sentences, against the clean test outputs:"]
-        lines += table(found["against_clean"]["kinds"], "natural kind")
-        lines += ["", f"the same against {found['close']} perturbed outputs that stayed close:"]
-        lines += table(found["against_close"]["kinds"], "natural kind")
+    for split in ("test", "val"):
+        found = result.get("natural", {}).get(split)
+        if found:
+            lines += ["", f"natural hallucinations of {found['tried']} {split} sentences, against the clean {split} "
+                      "outputs:", *table(found["against_clean"]["kinds"], "natural kind"),
+                      "", f"the same against {found['close']} perturbed outputs that stayed close:",
+                      *table(found["against_close"]["kinds"], "natural kind")]
     return "\n".join(lines)
 
 
@@ -146,6 +147,15 @@ def natural_run(translator, sources: list[str], thresholds: Thresholds, seed: in
     return {**found, NATURAL_POOL: [d for k in NATURAL for d in found[k]]}, close
 
 
+def natural_report(translator, sources: list[str], clean: list[dict], thresholds: Thresholds, seed: int,
+                   close_per_kind: int) -> dict:
+    """The natural hallucinations of `sources` judged against `clean` (the split's clean outputs'
+    diagnostics) and against the perturbed outputs that stayed close."""
+    found, close = natural_run(translator, sources, thresholds, seed, close_per_kind)
+    return {"tried": len(sources), "close": len(close), "against_clean": report(clean, found, thresholds.combined),
+            "against_close": report(close, found, thresholds.combined)}
+
+
 def split_run(translator, sources: list[str], thresholds: Thresholds | None, seed: int):
     """-> (the model's clean outputs, their diagnostics, the injected kinds' diagnostics)."""
     clean = translate_diagnosed(translator, sources, thresholds=thresholds or DEFAULT_THRESHOLDS)
@@ -162,8 +172,8 @@ def main() -> None:
     ap.add_argument("--pair", default="de-en")
     ap.add_argument("--limit", type=int, default=400, help="only the first N sentences of each split "
                     "(default: 400)")
-    ap.add_argument("--natural-limit", type=int, help="perturb only the first N test sentences for the natural "
-                    "hallucinations (default: all; 0: none)")
+    ap.add_argument("--natural-limit", type=int, help="perturb only the first N sentences of each split for the "
+                    "natural hallucinations (default: all; 0: none)")
     ap.add_argument("--close", type=int, default=100, help="perturbed outputs that stayed close, per natural "
                     "kind, to judge the natural hallucinations against (default: 100)")
     ap.add_argument("--seed", type=int, default=0)
@@ -173,7 +183,7 @@ def main() -> None:
     val_src, _ = load_test_set(dataset="multi30k", pair=args.pair, split="val", data_dir=args.data_dir)
     test_src, test_ref = load_test_set(dataset="multi30k", pair=args.pair, split="test_2016_flickr",
                                        data_dir=args.data_dir)
-    natural_src = test_src[: args.natural_limit]
+    natural_src = {"val": val_src[: args.natural_limit], "test": test_src[: args.natural_limit]}
     val_src, test_src, test_ref = val_src[: args.limit], test_src[: args.limit], test_ref[: args.limit]
     _, val, val_kinds = split_run(translator, val_src, None, args.seed)
     # as `aiayn calibrate` does (aiayn.inspect.quality.calibration): the combined score fitted on val's clean
@@ -191,11 +201,10 @@ def main() -> None:
     result.update(bleu=bleu, thresholds=values, combined=thresholds.combined.to_dict(), tail_percent=tail,
                   val_flagged=flagged_share(val, thresholds), sentences=len(clean),
                   val_injected={k: len(v) for k, v in val_kinds.items()}, combined_weights=weights)
-    if natural_src:
-        found, close = natural_run(translator, natural_src, thresholds, args.seed + 1, args.close)
-        result["natural"] = {"tried": len(natural_src), "close": len(close),
-                             "against_clean": report(test, found, thresholds.combined),
-                             "against_close": report(close, found, thresholds.combined)}
+    if args.natural_limit != 0:  # the val thresholds and combined score judge both splits
+        result["natural"] = {split: natural_report(translator, natural_src[split], diagnostics, thresholds, seed,
+                                                   args.close)
+                             for split, diagnostics, seed in (("test", test, args.seed + 1), ("val", val, args.seed))}
     print(markdown(result))
     if args.json:
         with open(args.json, "w") as f:
