@@ -23,11 +23,13 @@ in which slot each earlier position of a row's history is. When beam search reor
 is reordered, never the caches (copying them took more than the rest of the step). The cross-attention K/V
 (L, B', H, S, d_head) and the source mask as an additive bias (B', S) are kept per sentence and selected
 only when sentences leave the batch. The step is compiled twice: for few rows with inductor's own C++ GEMMs
-(tuned for them), for many rows with ATen's (oneDNN/MKL: faster there); SMALL_ROWS divides them.
+(tuned for them), for many rows with ATen's (oneDNN/MKL: faster there); SMALL_ROWS divides them. The int8
+step on a CPU with VNNI is compiled once, for every size (ONE_STEP).
 """
 
 import contextlib
 import functools
+import math
 import shutil
 import warnings
 from dataclasses import dataclass
@@ -49,8 +51,8 @@ from aiayn.errors import AiaynError
 CAPACITY_STEP = 32  # positions added to the self-attention cache when it is full
 SMALL_ROWS = 64  # steps of up to this many rows take the step compiled for few rows (see INDUCTOR_CONFIG);
 # 32, 64 and 128 decoded batch 64 alike (164.6-171.4 sentences/s, one thread, two runs each)
-# int8: up to 16 rows (batch 4 at beam 4), where products stream their weights and inductor's own GEMMs win
-# (aiayn.cpu.compute_types.traced_products); from there oneDNN's int8 x int8 products of the other step
+# int8 on a CPU without VNNI: up to 16 rows (batch 4 at beam 4), where products stream their weights and int8
+# weights by bfloat16 inputs win (aiayn.cpu.compute_types.traced_products); from there oneDNN's int8 x int8
 INT8_SMALL_ROWS = 16
 # larger sources (B x S tokens, padding included) are encoded eagerly: the compiled encoder took 0.68 against
 # 1.51 ms for 1 x 15 tokens, 1.92 against 2.33 for 2 x 20, but 3.88 against 3.31 for 4 x 20 and twice the
@@ -97,6 +99,11 @@ EXPORT_CONFIG = dict(backed_size_oblivious=True, use_duck_shape=False)
 INDUCTOR_CONFIG = dict(freezing=True, max_autotune=True, autotune_num_choices_displayed=0,
                        max_autotune_report_choices_stats=False)
 GEMMS = {"small": "CPP", "large": "ATEN"}
+# products whose step for few rows serves every size: inductor's VNNI GEMM was as fast as oneDNN's int8 at
+# many rows too (1 thread, EPYC-F: Multi30k model at batch 64, 577 / 559 / 611 against 557 / 548 / 560
+# sentences/s; paper-base at batch 16, 40.9 / 41.4 / 40.5 against 38.3 / 40.2 / 39.9), so the step for many
+# rows is not compiled (a third less compiling)
+ONE_STEP = ("int8_uint8",)
 
 
 def _gemms(products: str, kind: str) -> str:
@@ -196,12 +203,17 @@ class CompiledDecoder:
     with a compiled decode_step, for beam search. Attention maps are not returned (decode eagerly for them).
     The steps are compiled ahead of time (AOTInductor: torch.export, then inductor) at the first warm_up() or
     decode_step: no guards are checked at run time, and one compiled step serves every size (the one for few
-    rows up to small_rows, the other beyond)."""
+    rows up to small_rows, the other beyond; or one step for all, ONE_STEP)."""
 
     def __init__(self, model, small_rows: int | None = None):
-        """small_rows: the most rows a step for few rows takes (None: SMALL_ROWS, INT8_SMALL_ROWS for int8)."""
+        """small_rows: the most rows a step for few rows takes (None: SMALL_ROWS, INT8_SMALL_ROWS for int8);
+        products of ONE_STEP have one step for every size, and small_rows is not used."""
         default = INT8_SMALL_ROWS if compute_type_of(model) == "int8" else SMALL_ROWS
         self.model, self.small_rows = model.eval(), default if small_rows is None else small_rows
+        one_step = traced_products(compute_type_of(model), few_rows=True) in ONE_STEP
+        self.kinds = ("small",) if one_step else tuple(GEMMS)  # the steps compiled
+        if one_step:
+            self.small_rows = math.inf
         self._steps = self._encode = None
         self._eager_encode = TracedEncoder(self.model)  # for sources over MAX_ENCODE_TOKENS (see there)
 
@@ -212,7 +224,7 @@ class CompiledDecoder:
         self._compiled()
 
     def _compile(self):
-        """({"small": step, "large": step}, the encoder), each compiled ahead of time, or loaded where kept
+        """({kind: step} for kind in self.kinds, the encoder), each compiled ahead of time, or loaded where kept
         (compiled_cache)."""
         # inductor's autotuning calls a deprecated torch API (torch 2.13): not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
@@ -222,7 +234,7 @@ class CompiledDecoder:
         encode_inputs = (torch.full((3, 7), self.model.pad_id),), ({0: Dim("B", min=1, max=1 << 20), 1: S},)
 
         def build(directory: Path) -> None:
-            for kind in GEMMS:
+            for kind in self.kinds:
                 step = TracedStep(self.model, few_rows=kind == "small")
                 _package(step, *example_inputs(self.model, kind), directory / f"step_{kind}.pt2",
                          _gemms(step.products, kind))
@@ -230,9 +242,9 @@ class CompiledDecoder:
             with self._encoder_forms(products):
                 _package(TracedEncoder(self.model), *encode_inputs, directory / "encode.pt2", _gemms(products, "small"))
 
-        small, large, encode = cached(fingerprint(self.model), ["step_small.pt2", "step_large.pt2", "encode.pt2"],
-                                      build, _load)
-        return {"small": small, "large": large}, encode
+        *steps, encode = cached(fingerprint(self.model), [f"step_{kind}.pt2" for kind in self.kinds] + ["encode.pt2"],
+                                build, _load)
+        return dict(zip(self.kinds, steps)), encode
 
     @contextlib.contextmanager
     def _encoder_forms(self, products: str):

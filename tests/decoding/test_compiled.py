@@ -424,7 +424,8 @@ def test_a_low_precision_compiled_step_is_as_close_to_float32_as_the_eager_one(t
     """The compiled encoder and steps in a low-precision compute type (int8: inductor's own int8 GEMM at few
     rows, oneDNN's int8 x int8 beyond) against the float32 model's log-probs, step by step on the same tokens: within
     the eager low-precision step's own error of float32's, and not equal to float32 (the products really are
-    low precision). Few rows and many rows (small_rows 2: steps of 3 sentences x 2 rows take the other step)."""
+    low precision). Few rows and many rows (small_rows 2: steps of 3 sentences x 2 rows take the other step, where
+    there is one: int8 on a VNNI CPU has one step for every size)."""
     if compute_type not in supported_compute_types():
         pytest.skip(f"this CPU runs no {compute_type}")
     exact = prepare_for_cpu(load_checkpoint(transformer_dir, torch.device("cpu"))[0].eval())
