@@ -104,8 +104,11 @@ def int8_project(x_rows: torch.Tensor, weight: tuple[torch.Tensor, torch.Tensor]
 # torch._int_mm 89 us (oneDNN; it needs 17 rows or more). At many rows oneDNN's int8 x int8 products win.
 @functools.cache
 def _has_int8_dot_products() -> bool:
-    """AVX-512 VNNI or AMX: the CPU instructions inductor's u8s8 GEMM is made of."""
-    return torch.cpu._is_vnni_supported() or torch.cpu._is_amx_tile_supported()
+    """AVX-512 VNNI or AMX as torch's compiler sees the CPU (AVX-VNNI without AVX-512 has no u8s8 GEMM of
+    inductor's): the instructions its u8s8 GEMM is made of."""
+    from torch._inductor.cpu_vec_isa import VecAVX512VNNI, pick_vec_isa  # AMX's class is a subclass
+
+    return isinstance(pick_vec_isa(), VecAVX512VNNI)
 
 
 def traced_products(compute_type: str, few_rows: bool) -> str:
