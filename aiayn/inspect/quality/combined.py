@@ -24,6 +24,8 @@ from aiayn.errors import AiaynError
 RIDGE = 1e-2  # on the standardized weights (not the bias): keeps Newton's steps finite on separable data
 NEWTON_STEPS = 50
 SIDES = ("low", "high", "both")
+FLOOR = 1e-3  # the least value (and usual value) a "both" signal is read as: its log stays finite (an untrained
+# model's empty outputs have a length ratio of 0, and their median too)
 # the page's words when the combined score fires (English; the page's dictionary has the other languages)
 PAGE_WORDS = ("Possible hallucination: the signals taken together score {value} (the combined score fitted on "
               "this model's validation data; flagged over {threshold}).")
@@ -73,7 +75,7 @@ def suspicion(side: str, value: float, usual: float | None) -> float:
     if side == "low":
         return -float(value)
     if side == "both":
-        return abs(float(np.log(max(float(value), 1e-3) / usual)))
+        return abs(float(np.log(max(float(value), FLOOR) / max(usual, FLOOR))))
     return float(value)
 
 
@@ -118,8 +120,8 @@ def fit_combined(clean: list[dict], hallucinated: list[dict], sides: dict[str, s
     if not clean or not hallucinated:
         return None
     names = tuple(n for n in sides if all(n in d["signals"] for d in clean + hallucinated))
-    usual = tuple(float(np.median([d["signals"][n]["value"] for d in clean])) if sides[n] == "both" else None
-                  for n in names)
+    usual = tuple(max(float(np.median([d["signals"][n]["value"] for d in clean])), FLOOR) if sides[n] == "both"
+                  else None for n in names)
     features = _Features(signals=names, suspect=tuple(sides[n] for n in names), usual=usual)
     x = np.vstack([suspicions(clean, features), suspicions(hallucinated, features)])
     y = np.concatenate([np.zeros(len(clean)), np.ones(len(hallucinated))])

@@ -128,3 +128,16 @@ def test_the_page_warns_when_the_combined_score_fires_and_only_then(fitted):
             assert combined[0]["threshold"] == thresholds.combined.threshold
             assert "{value}" in combined[0]["words"] and "{threshold}" in combined[0]["words"]
     assert any(d["combined"]["flagged"] for d in judged) and not all(d["combined"]["flagged"] for d in judged)
+
+
+def test_empty_outputs_of_an_untrained_model_give_a_finite_score():
+    """Clean outputs all empty (length ratio 0, its median 0): the length ratio's suspicion stays finite, and
+    so do the fitted score and a stored file's score with a usual value of 0."""
+    rng = np.random.default_rng(2)
+    empty = [replace(e, output="", tgt_tokens=[]) for e in evidences(20, rng, -3.0, 0.5)]
+    clean = [diagnose(e) for e in empty]
+    assert all(d["signals"]["length_ratio"]["value"] == 0 for d in clean)
+    combined = fit_combined(clean, [diagnose(e) for e in evidences(20, rng, -1.0, 0.5)], SIDES)
+    assert combined is not None and np.isfinite(combined.scores(suspicions(clean, combined))).all()
+    stored = replace(combined, usual=tuple(0.0 if u is not None else None for u in combined.usual))
+    assert np.isfinite(stored.scores(suspicions(clean, stored))).all()
