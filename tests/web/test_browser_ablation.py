@@ -1,7 +1,8 @@
 """"Without this head" on the page (ablation.js), in a real browser (Chromium through Playwright, as
 tests/web/test_browser.py): the button beside the head selector translates the sentence again without the head
 in view and shows the server's two translations, the changed words marked, and the score's change; the
-comparison goes when another head is chosen. Both languages."""
+comparison goes when another head is chosen; on a phone every number of it in sight without scrolling sideways.
+Both languages."""
 
 import re
 
@@ -71,17 +72,29 @@ def test_without_this_head_shows_the_servers_two_translations_and_what_changed(b
     assert not errors
 
 
-def test_the_head_search_offers_its_pick_without_it(browser, server):
-    page = browser.new_page(viewport={"width": 390, "height": 844})
-    page.goto(f"{server}?text={SENTENCE.replace(' ', '+')}&lang=en&kind=encoder_self")
+@pytest.mark.parametrize(("width", "lang"), [(390, "en"), (360, "ko")])
+def test_the_head_search_offers_its_pick_without_it(browser, server, width, lang):
+    page = browser.new_page(viewport={"width": width, "height": 844})
+    page.goto(f"{server}?text={SENTENCE.replace(' ', '+')}&lang={lang}&kind=encoder_self")
     page.wait_for_selector("#heatmap td.cell", timeout=30000)
     page.select_option("#search-query", "1")
     page.select_option("#search-key", "0")
     page.click("#search-go")
     first = page.eval_on_selector("button.rank", "b => [Number(b.dataset.layer), Number(b.dataset.head)]")
+    button = page.inner_text("[data-testid=search-without-head]")
+    named = {"en": f"layer {first[0] + 1} · head {first[1] + 1}", "ko": f"{first[0] + 1}층 · 헤드 {first[1] + 1}"}
+    assert named[lang] in button, button
+    assert button.startswith("Translate again without ") if lang == "en" else button.endswith(" 빼고 다시 번역")
     page.click("[data-testid=search-without-head]")
     page.wait_for_selector("[data-testid=ablation-after]")
     answer = without(page, {"kind": "encoder_self", "layer": first[0], "head": first[1]})
     assert words(page, "ablation-after", None) == answer["translation"].split()
     assert page.evaluate("document.querySelector('[data-testid=ablation]').getBoundingClientRect().top < innerHeight")
+    # the rows stacked: the score and log P, Δ and all, inside the screen and not cut by their box
+    cells = page.eval_on_selector_all("[data-testid=ablation] td.abl-score, [data-testid=ablation] td.abl-lp",
+                                      """cs => cs.map(c => { const r = c.getBoundingClientRect();
+                                          return [r.left, r.right, c.scrollWidth <= c.clientWidth, r.top]; })""")
+    assert len(cells) == 4 and all(left >= 0 and right <= width and whole for left, right, whole, _ in cells), cells
+    assert cells[0][3] == cells[1][3] and cells[2][3] == cells[3][3], cells  # score and log P on one line
+    assert page.eval_on_selector("[data-testid=ablation] .table-box", "b => b.scrollWidth <= b.clientWidth")
 

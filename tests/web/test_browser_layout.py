@@ -73,6 +73,24 @@ def test_the_matrix_starts_in_the_first_screen_after_translating(browser, server
     assert page.evaluate("document.documentElement.scrollWidth <= innerWidth") and not page.errors
 
 
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_first_cell_is_in_the_first_screen_and_stays_there_when_a_head_is_taken_out(browser, server, lang):
+    """The demo's kind of model and sentence at 1280x800: the jump links on one line, the matrix's first cell in
+    the first screen, and the comparison without a head under the matrix, not between it and its controls."""
+    page = open_page(browser, f"{server}?lang={lang}", 1280, 800, lang)
+    translate_here(page, "forty five thousand six hundred", "fünf und vierzig tausend sechs hundert")
+    links = page.eval_on_selector_all(".jumps a", "as => as.map(a => a.getBoundingClientRect().top)")
+    assert max(links) - min(links) < 2, f"{lang}: the jump links wrap: {links}"
+    cell = top(page, "#heatmap td.cell")
+    print(f"{lang} 1280x800: first cell at {cell:.0f} px")
+    assert cell <= 800, f"{lang} 1280x800: the first cell starts at {cell:.0f} px"
+    page.click("[data-testid=without-head]")
+    page.wait_for_selector("[data-testid=ablation-after]")
+    assert abs(top(page, "#heatmap td.cell") - cell) < 1 and top(page, "[data-testid=ablation]") > cell
+    page.screenshot(path=str(ARTIFACTS / f"web_first_cell_{lang}_1280.png"))
+    assert not page.errors
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 def test_step_table_runs_in_the_formulas_order_with_the_unscaled_softmax_after_it(browser, server, width):
     page = open_page(browser, server, width, 844, "en")

@@ -287,9 +287,10 @@ function searchHeads() {
 }
 
 function withoutButton() {
-  // the head search's pick (or the ranked head clicked since) taken out: the comparison is under the matrix's controls
+  // the head search's pick (or the ranked head clicked since) taken out: the comparison is beside the matrix;
+  // ablation.sync names the head in view on the button, in the page's language
   const b = document.createElement("button");
-  b.type = "button"; b.dataset.testid = "search-without-head"; b.textContent = t("ablate.search");
+  b.type = "button"; b.dataset.testid = "search-without-head";
   b.addEventListener("click", () => { $("matrix-panel").scrollIntoView({block: "start"}); ablation.run(); });
   return b;
 }

@@ -41,9 +41,10 @@ export function createBeamTrace(S) {
     if (!own.trace) return;
     const trace = own.trace, last = trace.steps.length - 1;
     own.step = Math.min(own.step, last);
+    const forced = Boolean(S.data && S.data.teacher_forced);
     body.replaceChildren(intro(trace), stepper(last), stepTable(trace.steps[own.step], trace.beam),
-                         finishedList(trace));
-    if (S.data && S.data.teacher_forced) body.prepend(line("p", "note", t("beam.forced")));
+                         finishedList(trace, forced));
+    if (forced) body.prepend(line("p", "note", t("beam.forced")));
   }
 
   function stepper(last) {
@@ -80,34 +81,59 @@ function line(tag, cls, text) {
 function intro(trace) {
   const last = trace.steps[trace.steps.length - 1];
   const form = trace.length_penalty_form === "hf" ? "beam.lp_hf" : "beam.lp_gnmt";
-  const ended = last.done ? t("beam.ended", {n: trace.steps.length, why: t("beam.done." + last.done, {k: trace.beam})})
+  const ended = last.done ? t("beam.ended", {n: trace.steps.length, why: whyEnded(trace, last.done)})
     : "";  // every search's last step says why it ended; nothing is said of one that did not
-  return line("p", "explain", [t("beam.explain", {k: trace.beam}), t(form, {alpha: trace.alpha}), ended].join(" "));
+  return line("p", "explain", [t("beam.explain", {k: trace.beam}), t("beam.listed", {"2k": 2 * trace.beam}),
+                               t(form, {alpha: trace.alpha}), ended].join(" "));
+}
+
+// why a search ended "finished" (aiayn.decoding.beam): with early stopping, as soon as K hypotheses had
+// finished; without it (the default), once at least K had and no live one, ended now, could beat the K-th best
+export function whyEnded(trace, done) {
+  if (done !== "finished") return t("beam.done." + done);
+  const n = replay(trace).length, k = trace.beam;
+  const key = (trace.early_stopping ? "beam.done.early" : "beam.done.finished") + (k === 1 ? "_one" : "");
+  return t(key, {n, k, kth: ordinal(k)});
+}
+
+function ordinal(k) {
+  // 1st, 2nd, 3rd, 4th, 11th, 22nd: the English ordinal (the Korean text says "{k}등")
+  const suffix = {one: "st", two: "nd", few: "rd", other: "th"};
+  return k + suffix[new Intl.PluralRules("en", {type: "ordinal"}).select(k)];
 }
 
 function stepTable(step, beam) {
   const box = document.createElement("div"), table = document.createElement("table");
   box.className = "table-box";
   table.className = "step beam-table"; table.dataset.step = String(step.step);
-  const caption = t("beam.caption", {n: step.step + 1, lp: fmt(step.length_penalty), k: beam});
+  // on the step where the search ends nothing goes on: its caption says so
+  const caption = t(step.done ? "beam.caption_end" : "beam.caption", {n: step.step + 1, lp: fmt(step.length_penalty),
+                                                                       k: beam});
   table.innerHTML = `<caption>${esc(caption)}</caption><thead><tr><th>${esc(t("beam.status"))}</th>` +
     `<th class="hyp-col">${esc(t("beam.hypothesis"))}</th><th>${esc(t("beam.token"))}</th>` +
     `<th>log P</th><th>${esc(t("beam.score"))}</th></tr></thead>`;
   const rows = document.createElement("tbody");
-  for (const c of step.candidates) rows.appendChild(candidateRow(c));
+  for (const c of step.candidates) rows.appendChild(candidateRow(c, Boolean(step.done)));
   table.appendChild(rows);
   box.appendChild(table);
   return box;
 }
 
-function candidateRow(c) {
-  // a finished (or dropped) candidate's new token is </s>, which its tokens leave out
+function candidateRow(c, last) {
+  // a finished (or dropped) candidate's new token is </s>, which its tokens leave out. On the last step the
+  // live candidates (the trace's "pruned", the K best among them too) neither go on nor finish: the search
+  // ended there (at the length limit the K best finish as they are: "finished_at_limit")
   const tr = document.createElement("tr"), ended = c.status === "finished" || c.status === "dropped";
-  tr.className = "beam-" + c.status;
-  Object.assign(tr.dataset, {status: c.status, text: c.text, logProb: String(c.log_prob), score: String(c.score)});
+  const shown = last && c.status === "pruned" ? "ended" : c.status;
+  tr.className = "beam-" + shown;
+  Object.assign(tr.dataset, {status: c.status, shown, text: c.text, logProb: String(c.log_prob),
+                             score: String(c.score)});
   const token = ended ? "</s>" : showPiece(c.pieces[c.pieces.length - 1] ?? "");
-  tr.innerHTML = `<td class="status">${esc(t("beam.s." + c.status))}</td><td class="hyp-col">${esc(c.text)}</td>` +
-    `<td><mark>${esc(token)}</mark></td><td>${fmt(c.log_prob)}</td><td>${fmt(c.score)}</td>`;
+  // data-label: the column's name, written before the cell where a phone stacks the row (style.css)
+  tr.innerHTML = `<td class="status">${esc(t("beam.s." + shown))}</td><td class="hyp-col">${esc(c.text)}</td>` +
+    `<td class="tok" data-label="${esc(t("beam.token"))}"><mark>${esc(token)}</mark></td>` +
+    `<td class="lp" data-label="log P">${fmt(c.log_prob)}</td>` +
+    `<td class="sc" data-label="${esc(t("beam.score"))}">${fmt(c.score)}</td>`;
   return tr;
 }
 
@@ -118,14 +144,18 @@ export function replay(trace) {
   return done.sort((a, b) => a.unmet - b.unmet || b.score - a.score);
 }
 
-function finishedList(trace) {
+function finishedList(trace, forced) {
+  // with a target given, the translation shown is that target: the first here is the model's own
   const box = document.createElement("div"), list = document.createElement("ol"), ranked = replay(trace);
   box.appendChild(line("p", "caption", t("beam.finished", {n: ranked.length})));
   list.className = "beam-finished";
   ranked.forEach((c, i) => {
-    const li = line("li", i === 0 ? "best" : "", `${c.text} (${fmt(c.score)})`);
+    const li = line("li", i === 0 ? "best" : "", t("beam.item", {text: c.text, score: fmt(c.score)}));
     li.dataset.text = c.text;
-    if (i === 0) { li.dataset.testid = "beam-best"; li.append(" ", line("strong", "", t("beam.best"))); }
+    if (i === 0) {
+      li.dataset.testid = "beam-best";
+      li.append(" ", line("strong", "", t(forced ? "beam.best_forced" : "beam.best")));
+    }
     list.appendChild(li);
   });
   box.appendChild(list);
