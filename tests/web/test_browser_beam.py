@@ -116,6 +116,15 @@ def test_beam_panel_follows_the_next_sentence_and_the_jump_link_opens_it(browser
     assert int(page.get_attribute("#beam-range", "max")) + 1 == len(answer["trace"]["steps"])
     assert page.get_attribute("[data-testid=beam-best]", "data-text") == answer["translation"]
     assert page.inner_text("[data-testid=beam-best] strong") == "← the translation"
+    # the other ways a search ends "finished": one hypothesis, early stopping, an ordinal past 2nd
+    why = page.evaluate("""import('/static/beamtrace.js').then(m => {
+        const trace = (beam, early, n) => ({beam, early_stopping: early, steps: [{candidates:
+            Array.from({length: n}, (_, i) => ({status: "finished", unmet: 0, score: -i}))}]});
+        return [m.whyEnded(trace(1, false, 1), "finished"), m.whyEnded(trace(4, true, 5), "finished"),
+                m.whyEnded(trace(3, false, 5), "finished")]; })""")
+    assert why == ["1 hypothesis had finished (at least K = 1) and no unfinished one could still beat it",
+                   "K = 4 hypotheses had finished",
+                   "5 hypotheses had finished (at least K = 3) and no unfinished one could still beat the 3rd best"]
     page.fill("[data-testid=target-input]", "sieben hundert")  # a target given: the first is the model's own
     page.click("#translate")
     page.wait_for_selector("[data-testid=beam-trace] p.note")
