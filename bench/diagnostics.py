@@ -6,22 +6,10 @@
 1. Thresholds on Multi30k val: the model's own outputs (clean), settled as `aiayn calibrate` does
    (aiayn.inspect.quality.calibration: each measured signal's tail of the same size q on its suspect side,
    q the largest of 1.0%, 0.9%, ... 0.1% for which all the flags together fire on at most 4% of val).
-2. Injected pathologies (aiayn.inspect.quality.injection), on val and on test_2016_flickr alike (positives),
-   against the model's own clean outputs (negatives). Hallucinations, the kinds of Guerreiro et al. 2023 and
-   Lee et al. 2019:
-   - perturbed: the source perturbed as in Lee et al. 2019 (one rare source piece put at its start) and
-     translated by the search; kept when the output's chrF against the unperturbed output is below
-     HALLUCINATION_CHRF (perturbed outputs that stay close are left out);
-   - detached: the model's own clean output of another sentence given as this one's (fully detached), kept
-     where the two outputs' chrF is below HALLUCINATION_CHRF;
-   - half detached: the clean output's first half, then the second half of another sentence's output
-     (strongly detached: half of it has nothing to do with the source);
-   - source cut: the clean output given for the source's first half (sources of 4 words or more): its second
-     half says what the source no longer does;
-   - oscillation: an n-gram (1-3 words) of the clean output written three times in a row in its place.
-   Other pathologies, reported apart (not hallucinations): copy, the source itself as the output; cut short,
-   the clean output's first half (an omission).
-   Injected outputs are judged by teacher forcing (aiayn.inspect.quality.diagnostics.forced_evidence).
+2. Injected pathologies, on val and on test_2016_flickr alike (positives), against the model's own clean
+   outputs (negatives): the hallucination kinds of Guerreiro et al. 2023 and Lee et al. 2019 (perturbed,
+   detached, half detached, source cut, oscillation) and two others reported apart (copy, cut short), as
+   aiayn.inspect.quality.injection describes and makes them; all but perturbed judged by teacher forcing.
 3. Natural hallucinations (aiayn.inspect.quality.injection.NATURAL), on test and on val alike: the first
    --natural-limit sentences of each split (default: all) perturbed by each of five minimal perturbations
    (rare words, a made-up word, letters swapped, repeated punctuation) and translated by the search; an
