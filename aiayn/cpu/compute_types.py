@@ -22,7 +22,6 @@ int8 257 us with the per-row quantization included (bench/decode_speed.py gives 
 import functools
 
 import torch
-import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers torch.ops.quantized_decomposed)
 from torch import nn
 
 from aiayn.errors import AiaynError
@@ -141,6 +140,8 @@ def _uint8_project(x_rows: torch.Tensor, form: tuple[torch.Tensor, ...], bias: t
     linear pattern inductor turns into its u8s8 GEMM (AVX-512 VNNI): the rows quantized to -127..127 and
     shifted by 128 into uint8 (VNNI multiplies unsigned by signed bytes), dequantized with scale 1 and zero
     point 128, so the product is the int8 one; each row's scale is applied after it."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  registers torch.ops.quantized_decomposed (10 ms)
+
     weight_q, w_scale, w_zero = form
     x_scale = x_rows.abs().amax(dim=1, keepdim=True).clamp_min(1e-12).div(127.0)  # (R, 1)
     x_q = (x_rows / x_scale).round().add(128).to(torch.uint8)  # (R, in)

@@ -18,6 +18,8 @@ the highest normalised score), are the search's n-best list: BeamTrace.replay gi
 
 from dataclasses import asdict, dataclass
 
+from aiayn.decoding.beam import rank
+
 NEG_INF = float("-inf")
 FINISHED = ("finished", "finished_at_limit")
 
@@ -58,7 +60,7 @@ class BeamTrace:
 
     def replay(self) -> list[TraceCandidate]:
         """The n-best list, from the trace alone: the finished hypotheses ranked by beam.rank."""
-        return sorted(self.finished(), key=lambda c: (c.unmet, -c.score))[: self.n_best]
+        return sorted(self.finished(), key=rank)[: self.n_best]  # rank reads unmet and score
 
     def to_dict(self) -> dict:
         """Plain JSON-ready data (the REST answer's "trace")."""

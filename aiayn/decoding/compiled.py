@@ -209,11 +209,10 @@ class CompiledDecoder:
         """small_rows: the most rows a step for few rows takes (None: SMALL_ROWS, INT8_SMALL_ROWS for int8);
         products of ONE_STEP have one step for every size, and small_rows is not used."""
         default = INT8_SMALL_ROWS if compute_type_of(model) == "int8" else SMALL_ROWS
-        self.model, self.small_rows = model.eval(), default if small_rows is None else small_rows
         one_step = traced_products(compute_type_of(model), few_rows=True) in ONE_STEP
         self.kinds = ("small",) if one_step else tuple(GEMMS)  # the steps compiled
-        if one_step:
-            self.small_rows = math.inf
+        self.model = model.eval()
+        self.small_rows = math.inf if one_step else default if small_rows is None else small_rows
         self._steps = self._encode = None
         self._eager_encode = TracedEncoder(self.model)  # for sources over MAX_ENCODE_TOKENS (see there)
 

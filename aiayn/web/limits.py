@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aiayn.decoding.options import DecodeOptions
 from aiayn.decoding.sampling import SamplingOptions
+from aiayn.inspect.ablation import HEAD_KINDS
 
 MAX_TEXT = 500  # characters of one request's text
 MAX_CONSTRAINTS = 8  # phrases a translation must contain (lexical constraints), per text
@@ -135,7 +136,7 @@ class HeadOut(BaseModel):
     the model's own bounds are checked when the request runs (aiayn.web.ablated)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    kind: Literal["encoder_self", "decoder_self", "cross"]
+    kind: Literal[HEAD_KINDS]
     layer: int = Field(ge=0)
     head: int = Field(ge=0)
 
@@ -179,7 +180,7 @@ class StepRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     source_ids: list[int] = Field(min_length=1, max_length=MAX_SOURCE_TOKENS)
     target_input_ids: list[int] = Field(min_length=1, max_length=MAX_OUTPUT_TOKENS)
-    kind: Literal["encoder_self", "decoder_self", "cross"]
+    kind: Literal[HEAD_KINDS]
     layer: int = Field(ge=0)
     head: int = Field(ge=0)
     query: int = Field(ge=0)

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from aiayn.inspect.ablation import HEAD_KINDS
+
 
 class Shape(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -122,7 +124,7 @@ class TraceAnswer(Shape):
 
 
 class RemovedHead(Shape):
-    kind: Literal["encoder_self", "decoder_self", "cross"]
+    kind: Literal[HEAD_KINDS]
     layer: int  # counted from 0
     head: int
 

@@ -15,7 +15,7 @@ share of injected outputs. Everything the score needs is stored, so it can be re
 rounded values, so the line and the recomputation agree).
 """
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -51,10 +51,8 @@ class Combined:
     hallucinations: int
 
     def to_dict(self) -> dict:
-        return {"signals": list(self.signals), "suspect": list(self.suspect), "usual": list(self.usual),
-                "mean": list(self.mean), "scale": list(self.scale), "weights": list(self.weights),
-                "bias": self.bias, "threshold": self.threshold, "clean": self.clean,
-                "hallucinations": self.hallucinations}
+        """Every field, as thresholds.json's "combined" holds it (the tuples as lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     def scores(self, x: np.ndarray) -> np.ndarray:
         """Suspicions (N, F) in `signals`' order -> the score of each, (N,)."""

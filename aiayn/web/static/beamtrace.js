@@ -139,6 +139,8 @@ function candidateRow(c, last) {
 
 // the search's n-best order (aiayn.decoding.beam_trace.BeamTrace.replay): fewest unmet constraint tokens,
 // then the highest score; ties stay in the order they finished (Array.prototype.sort is stable)
+// every finished hypothesis, ranked by aiayn.decoding.beam.rank's key (fewest unmet constraint tokens, then
+// the highest score; a stable sort keeps ties in the order they finished): a change there is a change here
 export function replay(trace) {
   const done = trace.steps.flatMap(s => s.candidates.filter(c => FINISHED.includes(c.status)));
   return done.sort((a, b) => a.unmet - b.unmet || b.score - a.score);
