@@ -17,10 +17,12 @@
    hallucination (Lee et al. 2019's rule). Each signal's AUROC is reported for them against the split's
    clean outputs, and, the harder question the published detectors answer, against the perturbed outputs
    that stayed close (chrF at or above HALLUCINATION_CHRF; the first --close of each kind).
-4. A combined score (aiayn.inspect.quality.combined): a logistic regression over every measured signal's
-   suspicion (standardized), fitted on val only (clean outputs against val's injected hallucinations, the
-   two classes weighed equally), its threshold the same tail of val's clean outputs as the signals', then
-   applied to test: the score `aiayn calibrate` stores with a model (on its first 500 val sentences).
+4. A combined score (aiayn.inspect.quality.combined), the one `aiayn calibrate` stores with a model
+   (aiayn.inspect.quality.calibration.combined_on, on the first --limit val sentences): a logistic regression
+   over every measured signal's suspicion (standardized), fitted on val only (clean: val's outputs and the
+   perturbed outputs that stayed close; hallucinated: val's injected and natural hallucinations; each group
+   weighing the same within its class), its threshold the same tail of val's clean outputs as the
+   signals', then applied to test.
 Prints, for test, each signal's and the combined score's AUROC per kind (bench/roc.py) with its 95% bootstrap
 interval, the paired bootstrap interval of the combined score's AUROC less the best single signal's, the
 share of each kind flagged under the val thresholds, and the share of clean outputs flagged, as Markdown;
@@ -35,10 +37,10 @@ from roc import auroc, auroc_difference_interval, auroc_interval  # bench/roc.py
 
 from aiayn.decoding.translator import Translator
 from aiayn.evaluation import corpus_bleu, load_test_set
-from aiayn.inspect.quality.calibration import MEASURED, flagged_share, thresholds_on
-from aiayn.inspect.quality.combined import fit_combined, suspicions
+from aiayn.inspect.quality.calibration import MEASURED, combined_on, flagged_share, thresholds_on
+from aiayn.inspect.quality.combined import suspicions
 from aiayn.inspect.quality.diagnostics import translate_diagnosed
-from aiayn.inspect.quality.injection import HALLUCINATION_CHRF, HALLUCINATIONS, NATURAL, injected, natural
+from aiayn.inspect.quality.injection import HALLUCINATIONS, NATURAL, injected, natural_search
 from aiayn.inspect.quality.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
 POOLED = "all hallucinations"
@@ -121,17 +123,9 @@ def natural_run(translator, sources: list[str], thresholds: Thresholds, seed: in
     close_per_kind perturbed outputs of each kind that stayed close)."""
     sources = [s for s in sources if s.strip()]
     clean = [r.text for r in translator.translate(sources)]
-
-    def diagnosed(perturbed_sources):
-        return [r.diagnostics for r in translate_diagnosed(translator, perturbed_sources, thresholds=thresholds)] \
-            if perturbed_sources else []
-
-    found, close = {}, []
-    for kind in NATURAL:
-        pairs = natural(translator, sources, clean, kind, seed)
-        found[kind] = diagnosed([s for s, c in pairs if c < HALLUCINATION_CHRF])
-        close += diagnosed([s for s, c in pairs if c >= HALLUCINATION_CHRF][:close_per_kind])
-        print(f"natural {kind}: {len(found[kind])} of {len(sources)}", flush=True)
+    found, close = natural_search(translator, sources, clean, thresholds, seed, close_per_kind)
+    print("natural: " + ", ".join(f"{kind} {len(found[kind])}" for kind in NATURAL) + f" of {len(sources)}",
+          flush=True)
     return {**found, NATURAL_POOL: [d for k in NATURAL for d in found[k]]}, close
 
 
@@ -144,13 +138,12 @@ def natural_report(translator, sources: list[str], clean: list[dict], thresholds
             "against_close": report(close, found, thresholds.combined)}
 
 
-def split_run(translator, sources: list[str], thresholds: Thresholds | None, seed: int):
+def split_run(translator, sources: list[str], thresholds: Thresholds, seed: int):
     """-> (the model's clean outputs, their diagnostics, the injected kinds' diagnostics)."""
-    clean = translate_diagnosed(translator, sources, thresholds=thresholds or DEFAULT_THRESHOLDS)
+    clean = translate_diagnosed(translator, sources, thresholds=thresholds)
     kept = [i for i, r in enumerate(clean) if r.diagnostics["signals"]]  # blank lines left out
     sources, clean = [sources[i] for i in kept], [clean[i] for i in kept]
-    return clean, [r.diagnostics for r in clean], with_pool(injected(translator, sources, clean,
-                                                                      thresholds or DEFAULT_THRESHOLDS, seed))
+    return clean, [r.diagnostics for r in clean], with_pool(injected(translator, sources, clean, thresholds, seed))
 
 
 def main() -> None:
@@ -173,10 +166,11 @@ def main() -> None:
                                        data_dir=args.data_dir)
     natural_src = {"val": val_src[: args.natural_limit], "test": test_src[: args.natural_limit]}
     val_src, test_src, test_ref = val_src[: args.limit], test_src[: args.limit], test_ref[: args.limit]
-    _, val, val_kinds = split_run(translator, val_src, None, args.seed)
-    # as `aiayn calibrate` does (aiayn.inspect.quality.calibration): the combined score fitted on val's clean
-    # outputs against its pooled hallucinations, its threshold settled with the signals' by the same tail
-    combined = fit_combined(val, val_kinds[POOLED], {s.name: s.suspect for s in MEASURED})
+    # as `aiayn calibrate` does (aiayn.inspect.quality.calibration): the combined score fitted on val's outputs,
+    # its threshold settled with the signals' by the same tail
+    val_clean = translate_diagnosed(translator, val_src, thresholds=DEFAULT_THRESHOLDS)
+    combined = combined_on(translator, val_src, val_clean)
+    val = [r.diagnostics for r in val_clean if r.diagnostics["signals"]]
     thresholds, tail = thresholds_on(val, combined)
     print(f"thresholds (val, each signal's {tail}% tail, {flagged_share(val, thresholds):.1%} of val flagged): "
           f"{thresholds}", flush=True)
@@ -188,7 +182,7 @@ def main() -> None:
     weights = dict(zip(combined.signals + ("bias",), np.round([*combined.weights, combined.bias], 3).tolist()))
     result.update(bleu=bleu, thresholds=values, combined=thresholds.combined.to_dict(), tail_percent=tail,
                   val_flagged=flagged_share(val, thresholds), sentences=len(clean),
-                  val_injected={k: len(v) for k, v in val_kinds.items()}, combined_weights=weights)
+                  combined_weights=weights)
     if args.natural_limit != 0:  # the val thresholds and combined score judge both splits
         result["natural"] = {split: natural_report(translator, natural_src[split], diagnostics, thresholds, seed,
                                                    args.close)

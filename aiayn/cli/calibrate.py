@@ -7,8 +7,9 @@ CALIBRATE_DESCRIPTION = (
     "Translates the model's validation sources (its config's validation data, or --src), measures each "
     "diagnostic signal on its own outputs, and writes thresholds.json into the model directory: each signal's "
     "tail of those outputs, the largest (1.0%, 0.9%, ... 0.1%) that keeps at most 4% of them flagged; with "
-    "it, a combined score (a logistic regression over the signals) fitted on those outputs against "
-    "hallucinations injected into them, flagging above the same tail of its scores. Exits 2, "
+    "it, a combined score (a logistic regression over the signals) fitted on those outputs and the outputs of "
+    "slightly perturbed sources that stayed close, against hallucinations injected into them and the "
+    "perturbed sources' own hallucinations, flagging above the same tail of its scores. Exits 2, "
     "with one line, when the model, the data or --src cannot be read.")
 
 
@@ -46,10 +47,11 @@ def cmd_calibrate(args) -> int:
     combined = calibration.get("combined")
     if combined is None:
         print("combined score: not fitted (it needs two or more validation outputs and a hallucination injected "
-              "into them)")
+              "into them or found on their perturbed sources)")
     else:
         print(f"combined score over {', '.join(combined['signals'])}: fitted on {combined['clean']} clean outputs "
-              f"and {combined['hallucinations']} injected hallucinations; flags above {combined['threshold']}")
+              f"and {combined['hallucinations']} hallucinations (injected, and found on perturbed sources); flags "
+              f"above {combined['threshold']}")
     print(f"wrote {path}")
     return 0
 

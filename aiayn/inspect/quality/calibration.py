@@ -9,10 +9,11 @@ crosses it (the q-th percentile where low values are bad, the (100-q)-th where h
 length ratio), q the largest of 1.0%, 0.9%, ... 0.1% for which all flags together fire on at most
 FLAG_BUDGET of the validation outputs. The fixed rules (stopped_at_limit, unknown_share) keep their defaults.
 
-The combined score (aiayn.inspect.quality.combined) is fitted on the same validation outputs (clean) against
-the hallucinations injected into them as bench/diagnostics.py injects them (aiayn.inspect.quality.injection,
-the five kinds pooled, a fixed seed), and its threshold is its own tail of the same size q of the clean
-outputs, counted in the same budget; it is stored in the same file.
+The combined score (aiayn.inspect.quality.combined) is fitted on the same validation outputs and on the
+outputs of their sources slightly perturbed that stayed close (clean), against the hallucinations injected
+into them and the natural hallucinations of the perturbed sources, as bench/diagnostics.py makes them
+(aiayn.inspect.quality.injection, a fixed seed); its threshold is its own tail of the same size q of the
+model's own clean outputs, counted in the same budget; it is stored in the same file.
 """
 
 import json
@@ -32,6 +33,7 @@ TAILS = tuple(round(x / 10, 1) for x in range(10, 0, -1))  # percent: 1.0, 0.9, 
 CALIBRATION_SENTENCES = 500  # validation sources translated (the first N): enough for a 0.1% tail's order
 MEASURED = tuple(s for s in SIGNALS if s.suspect is not None)
 INJECTION_SEED = 0  # the injected hallucinations' choices: fixed, so the same model and data give the same file
+CLOSE_PER_KIND = 100  # perturbed outputs that stayed close, per natural kind, among the clean outputs of the fit
 
 
 def signal_values(diagnostics: list[dict], name: str) -> np.ndarray:
@@ -82,17 +84,22 @@ def thresholds_on(clean: list[dict], combined: Combined | None = None) -> tuple[
 
 
 def combined_on(translator, sources: list[str], translations) -> Combined | None:
-    """The combined score fitted on the model's clean validation Translations (with diagnostics) against the
-    hallucinations injected into them; None where there are fewer than two clean outputs or no hallucination
+    """The combined score fitted on the model's validation sources and their clean Translations (with
+    diagnostics): clean, those outputs and the outputs of perturbed sources that stayed close; hallucinated,
+    the forced kinds injected into them and the natural hallucinations of the perturbed sources
+    (aiayn.inspect.quality.injection). None where there are fewer than two clean outputs or no hallucination
     (its threshold is settled by thresholds_on)."""
-    from aiayn.inspect.quality.injection import HALLUCINATIONS, injected
+    from aiayn.inspect.quality.injection import HALLUCINATIONS, injected, natural_search
 
     kept = [(s, t) for s, t in zip(sources, translations) if t.diagnostics["signals"]]
     if len(kept) < 2:
         return None
     sources, translations = [s for s, _ in kept], [t for _, t in kept]
     kinds = injected(translator, sources, translations, DEFAULT_THRESHOLDS, INJECTION_SEED, kinds=HALLUCINATIONS)
-    return fit_combined([t.diagnostics for t in translations], [d for k in HALLUCINATIONS for d in kinds[k]],
+    found, close = natural_search(translator, sources, [t.text for t in translations], DEFAULT_THRESHOLDS,
+                                  INJECTION_SEED, CLOSE_PER_KIND)
+    forced, natural = [d for k in HALLUCINATIONS for d in kinds[k]], [d for k in found for d in found[k]]
+    return fit_combined([[t.diagnostics for t in translations], close], [forced, natural],
                         {s.name: s.suspect for s in MEASURED})
 
 

@@ -1,6 +1,7 @@
-"""Hallucinations (and two other pathologies) injected into a model's own clean outputs, judged by its
-diagnostics: what the combined score is fitted on (aiayn.inspect.quality.calibration, on validation) and
-what bench/diagnostics.py measures the signals on (on validation and test alike).
+"""Hallucinations (and two other pathologies) injected into a model's own clean outputs, and natural ones
+found by perturbing its sources, judged by its diagnostics: what the combined score is fitted on
+(aiayn.inspect.quality.calibration, on validation) and what bench/diagnostics.py measures the signals on (on
+validation and test alike).
 
 Hallucinations, the kinds of Guerreiro et al. 2023 and Lee et al. 2019:
 - perturbed: the source perturbed as in Lee et al. 2019 (one rare source word put at its start) and
@@ -125,6 +126,24 @@ def natural(translator, sources: list[str], clean_texts: list[str], kind: str, s
     changed = [perturb(kind, s, rng, rare=rare, pieces=pieces) for s in sources]
     outputs = translator.translate(changed)
     return [(c, chrf(r.text, clean)) for c, r, clean in zip(changed, outputs, clean_texts)]
+
+
+def natural_search(translator, sources: list[str], clean_texts: list[str], thresholds, seed: int,
+                   close_per_kind: int) -> tuple[dict[str, list[dict]], list[dict]]:
+    """Each source perturbed by each NATURAL kind and translated (natural) -> (per kind, the diagnostics, under
+    `thresholds`, of its natural hallucinations; the diagnostics of the first close_per_kind perturbed outputs
+    of each kind that stayed close, chrF at or above HALLUCINATION_CHRF). Only these are translated again with
+    maps."""
+    def diagnosed(perturbed_sources):
+        return [r.diagnostics for r in translate_diagnosed(translator, perturbed_sources, thresholds=thresholds)] \
+            if perturbed_sources else []
+
+    found, close = {}, []
+    for kind in NATURAL:
+        pairs = natural(translator, sources, clean_texts, kind, seed)
+        found[kind] = diagnosed([s for s, c in pairs if c < HALLUCINATION_CHRF])
+        close += diagnosed([s for s, c in pairs if c >= HALLUCINATION_CHRF][:close_per_kind])
+    return found, close
 
 
 def injected(translator, sources: list[str], clean, thresholds, seed: int,

@@ -161,7 +161,8 @@ def test_calibrate_stores_the_combined_score_and_translate_reports_it(calibrated
     model, output = calibrated
     stored = json.loads((model / THRESHOLDS_FILE).read_text())
     combined = stored["combined"]
-    assert "combined score over log_prob" in output and combined["clean"] == len(SOURCES)
+    # clean: the model's own outputs and the perturbed ones that stayed close (at most CLOSE_PER_KIND per kind)
+    assert "combined score over log_prob" in output and combined["clean"] > len(SOURCES)
     assert combined["hallucinations"] > 0 and read_thresholds(model).combined.threshold == combined["threshold"]
     code, lines = _diagnostics_lines(model, tmp_path, capsys)
     assert code == 0 and len(lines) == 2

@@ -10,7 +10,14 @@ import pytest
 
 from aiayn.errors import AiaynError
 from aiayn.inspect.quality import calibration
-from aiayn.inspect.quality.combined import RIDGE, combined_from_dict, fit_combined, fit_logistic, suspicions
+from aiayn.inspect.quality.combined import (
+    RIDGE,
+    combined_from_dict,
+    fit_combined,
+    fit_logistic,
+    group_weights,
+    suspicions,
+)
 from aiayn.inspect.quality.diagnostics import diagnose, flags_under
 from aiayn.inspect.quality.signals import Evidence
 from aiayn.inspect.quality.thresholds import SIGNAL_FIELDS
@@ -39,7 +46,7 @@ def fitted():
     clean_evidence = evidences(300, rng, -0.8, 0.6)
     clean = [diagnose(e) for e in clean_evidence]
     hallucinated = [diagnose(e) for e in evidences(200, rng, -2.0, 0.45)]
-    combined = fit_combined(clean, hallucinated, SIDES)
+    combined = fit_combined([clean], [hallucinated], SIDES)
     thresholds, _ = calibration.thresholds_on(clean, combined)
     return clean, clean_evidence, combined, thresholds
 
@@ -48,13 +55,33 @@ def test_the_fit_is_the_optimum_of_the_weighted_ridged_likelihood():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(300, 3)) * [1.0, 5.0, 0.1]
     y = (x @ [1.0, -0.2, 3.0] + rng.normal(size=300) > 0.5).astype(float)
-    mean, scale, w = fit_logistic(x, y)
+    weight = np.where(y == 1, 0.5 / y.sum(), 0.5 / (1 - y).sum())
+    mean, scale, w = fit_logistic(x, y, weight)
     z = np.hstack([(x - mean) / scale, np.ones((300, 1))])
     p = 1 / (1 + np.exp(-z @ w))
-    weight = np.where(y == 1, 0.5 / y.sum(), 0.5 / (1 - y).sum())
     gradient = z.T @ (weight * (p - y)) + RIDGE * np.append(w[:-1], 0.0)
     assert np.abs(gradient).max() < 1e-9
-    assert np.allclose(mean, x.mean(0)) and np.allclose(scale, x.std(0), rtol=1e-6)
+    by_weight = weight / weight.sum()
+    assert np.allclose(mean, by_weight @ x) and np.allclose(scale, np.sqrt(by_weight @ (x - mean) ** 2), rtol=1e-6)
+
+
+def test_each_group_of_a_class_weighs_the_same_whatever_its_size():
+    weight = group_weights([3, 0, 1, 4, 2], [0, 0, 0, 1, 1])
+    assert np.allclose(weight, [1 / 12] * 3 + [1 / 4] + [1 / 16] * 4 + [1 / 8] * 2)
+
+
+def test_a_group_written_twice_fits_the_same_score(fitted):
+    """Doubling every output of one hallucinated group changes no weight of the fit: the groups weigh the same
+    whatever their sizes."""
+    clean, _, _, _ = fitted
+    rng = np.random.default_rng(3)
+    forced = [diagnose(e) for e in evidences(60, rng, -2.5, 0.55)]
+    natural = [diagnose(e) for e in evidences(15, rng, -1.4, 0.4)]
+    once = fit_combined([clean], [forced, natural], SIDES)
+    twice = fit_combined([clean], [forced, natural * 2], SIDES)
+    x = suspicions(clean + forced + natural, once)
+    assert np.allclose(once.scores(x), twice.scores(x), atol=1e-6)
+    assert not np.allclose(once.scores(x), fit_combined([clean], [forced + natural], SIDES).scores(x), atol=1e-3)
 
 
 def test_the_reported_score_is_the_regression_recomputed_from_the_reported_values(fitted):
@@ -74,7 +101,8 @@ def test_the_reported_score_is_the_regression_recomputed_from_the_reported_value
 def test_the_stored_score_is_the_fitted_regressions_log_odds(fitted):
     clean, _, combined, _ = fitted
     x = suspicions(clean, combined)
-    mean, scale, w = fit_logistic(np.vstack([x, x[:5] - 3]), np.r_[np.zeros(len(x)), np.ones(5)])
+    mean, scale, w = fit_logistic(np.vstack([x, x[:5] - 3]), np.r_[np.zeros(len(x)), np.ones(5)],
+                                  group_weights([len(x), 5], [0, 1]))
     refit = replace(combined, mean=tuple(mean), scale=tuple(scale), weights=tuple(w[:-1]), bias=float(w[-1]))
     direct = np.hstack([(x - mean) / scale, np.ones((len(x), 1))]) @ w
     assert np.allclose(refit.scores(x), direct, atol=1e-12)
@@ -137,7 +165,7 @@ def test_empty_outputs_of_an_untrained_model_give_a_finite_score():
     empty = [replace(e, output="", tgt_tokens=[]) for e in evidences(20, rng, -3.0, 0.5)]
     clean = [diagnose(e) for e in empty]
     assert all(d["signals"]["length_ratio"]["value"] == 0 for d in clean)
-    combined = fit_combined(clean, [diagnose(e) for e in evidences(20, rng, -1.0, 0.5)], SIDES)
+    combined = fit_combined([clean], [[diagnose(e) for e in evidences(20, rng, -1.0, 0.5)]], SIDES)
     assert combined is not None and np.isfinite(combined.scores(suspicions(clean, combined))).all()
     stored = replace(combined, usual=tuple(0.0 if u is not None else None for u in combined.usual))
     assert np.isfinite(stored.scores(suspicions(clean, stored))).all()
