@@ -14,8 +14,8 @@ perturbed sources that stayed close to them; hallucinated: the forced kinds inje
 natural hallucinations of the perturbed sources); the two classes weigh the same, and so do the groups of a
 class, whatever their sizes, and the weights get a small ridge. The natural groups are there because a score
 fitted on the forced kinds alone leans on what sets a forced output apart from the model's own search (its
-low log-probability): on Multi30k test it ranked natural hallucinations at 0.882 AUROC, below log_prob's
-0.946. Everything the score needs is stored, so it can be recomputed from a
+low log-probability): on Multi30k test it ranked natural hallucinations at 0.879 AUROC, below log_prob's
+0.944 (bench/combined_fits.py). Everything the score needs is stored, so it can be recomputed from a
 `--diagnostics` line's signal values alone (they are rounded to 4 decimals; the score is computed from the
 rounded values, so the line and the recomputation agree).
 """

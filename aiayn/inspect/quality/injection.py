@@ -117,15 +117,16 @@ def perturb(kind: str, source: str, rng: random.Random, *, rare: list[str], piec
     return " ".join(changed)
 
 
-def natural(translator, sources: list[str], clean_texts: list[str], kind: str, seed: int) -> list[tuple[str, float]]:
-    """Each source perturbed by `kind` and translated by the search (without maps): (the perturbed source, the
-    chrF of its output against the source's own clean output `clean_texts[i]`), one per source. Below
-    HALLUCINATION_CHRF: a natural hallucination."""
+def natural(translator, sources: list[str], clean_texts: list[str], kind: str,
+            seed: int) -> list[tuple[str, str, float]]:
+    """Each source perturbed by `kind` and translated by the search (without maps): (the perturbed source, its
+    output, the chrF of that output against the source's own clean output `clean_texts[i]`), one per source.
+    Below HALLUCINATION_CHRF: a natural hallucination."""
     rng = random.Random(f"{kind} {seed}")
     rare, pieces = rare_words(translator), rare_pieces(translator)
     changed = [perturb(kind, s, rng, rare=rare, pieces=pieces) for s in sources]
     outputs = translator.translate(changed)
-    return [(c, chrf(r.text, clean)) for c, r, clean in zip(changed, outputs, clean_texts)]
+    return [(c, r.text, chrf(r.text, clean)) for c, r, clean in zip(changed, outputs, clean_texts)]
 
 
 def natural_search(translator, sources: list[str], clean_texts: list[str], thresholds, seed: int,
@@ -140,40 +141,47 @@ def natural_search(translator, sources: list[str], clean_texts: list[str], thres
 
     found, close = {}, []
     for kind in NATURAL:
-        pairs = natural(translator, sources, clean_texts, kind, seed)
-        found[kind] = diagnosed([s for s, c in pairs if c < HALLUCINATION_CHRF])
-        close += diagnosed([s for s, c in pairs if c >= HALLUCINATION_CHRF][:close_per_kind])
+        outputs = natural(translator, sources, clean_texts, kind, seed)
+        found[kind] = diagnosed([s for s, _, c in outputs if c < HALLUCINATION_CHRF])
+        close += diagnosed([s for s, _, c in outputs if c >= HALLUCINATION_CHRF][:close_per_kind])
     return found, close
+
+
+FORCED = ("detached", "half detached", "source cut", "oscillation", "copy", "cut short")  # judged by teacher forcing
+
+
+def forced_pairs(sources: list[str], clean_texts: list[str], seed: int) -> dict[str, list[tuple[str, str]]]:
+    """Per FORCED kind, its (source, output) pairs made from `sources` and their clean outputs `clean_texts`
+    (the model's own, one per source; two or more)."""
+    rng = random.Random(seed)
+    n = len(sources)
+    words = [t.split() for t in clean_texts]
+    other = [(i + 1 + rng.randrange(n - 1)) % n for i in range(n)]  # another sentence, never this one
+    kept = [i for i in range(n) if words[i]]
+    oscillations = [(i, repeated(words[i], rng)) for i in kept]  # drawn after `other`, whatever the kinds asked
+    return {
+        "detached": [(sources[i], clean_texts[other[i]]) for i in kept if clean_texts[other[i]].strip() and
+                     chrf(clean_texts[other[i]], clean_texts[i]) < HALLUCINATION_CHRF],
+        "half detached": [(sources[i], " ".join(words[i][: len(words[i]) // 2] +
+                                                words[other[i]][len(words[other[i]]) // 2:]))
+                          for i in kept if len(words[i]) >= 4 and len(words[other[i]]) >= 4],
+        "source cut": [(" ".join(sources[i].split()[: len(sources[i].split()) // 2]), clean_texts[i])
+                       for i in kept if len(sources[i].split()) >= 4],
+        "oscillation": [(sources[i], text) for i, text in oscillations],
+        "copy": [(s, s) for s in sources if s.strip()],
+        "cut short": [(sources[i], " ".join(words[i][: len(words[i]) // 2])) for i in kept if len(words[i]) >= 4],
+    }
 
 
 def injected(translator, sources: list[str], clean, thresholds, seed: int,
              kinds: tuple[str, ...] = HALLUCINATIONS + OTHERS) -> dict:
     """Per kind of `kinds`, the diagnostics (under `thresholds`) of its outputs injected into `sources`'
     clean Translations (`clean`, one per source, the model's own; two or more)."""
-    rng = random.Random(seed)
+    pairs = forced_pairs(sources, [c.text for c in clean], seed)
 
-    def forced(pairs):
-        return [diagnose(forced_evidence(translator, s, o), thresholds) for s, o in pairs]
+    def made(kind):
+        if kind == "perturbed":
+            return perturbed(translator, sources, clean, thresholds)
+        return [diagnose(forced_evidence(translator, s, o), thresholds) for s, o in pairs[kind]]
 
-    n = len(sources)
-    words = [c.text.split() for c in clean]
-    other = [(i + 1 + rng.randrange(n - 1)) % n for i in range(n)]  # another sentence, never this one
-    kept = [i for i in range(n) if words[i]]
-    made = {
-        "perturbed": lambda: perturbed(translator, sources, clean, thresholds),
-        "detached": lambda: forced([(sources[i], clean[other[i]].text) for i in kept
-                                    if clean[other[i]].text.strip() and
-                                    chrf(clean[other[i]].text, clean[i].text) < HALLUCINATION_CHRF]),
-        "half detached": lambda: forced([(sources[i], " ".join(words[i][: len(words[i]) // 2] +
-                                                               words[other[i]][len(words[other[i]]) // 2:]))
-                                         for i in kept if len(words[i]) >= 4 and len(words[other[i]]) >= 4]),
-        "source cut": lambda: forced([(" ".join(sources[i].split()[: len(sources[i].split()) // 2]), clean[i].text)
-                                      for i in kept if len(sources[i].split()) >= 4]),
-        # the rng is drawn in the kinds' order, so each kind's outputs do not depend on which others are asked
-        "oscillation": lambda: forced([(sources[i], text) for i, text in oscillations]),
-        "copy": lambda: forced([(s, s) for s in sources if s.strip()]),
-        "cut short": lambda: forced([(sources[i], " ".join(words[i][: len(words[i]) // 2]))
-                                     for i in kept if len(words[i]) >= 4]),
-    }
-    oscillations = [(i, repeated(words[i], rng)) for i in kept]
-    return {kind: made[kind]() for kind in kinds}
+    return {kind: made(kind) for kind in kinds}
