@@ -1,6 +1,7 @@
 """The combined score: one logistic regression over the measured signals, fitted on a model's own validation
-outputs (clean) against hallucinations injected into them (aiayn.inspect.quality.injection), stored in
-thresholds.json beside the model by `aiayn calibrate` and reported by the diagnostics as "combined".
+outputs (clean) against hallucinations injected into them and found on their perturbed sources
+(aiayn.inspect.quality.injection), stored in thresholds.json beside the model by `aiayn calibrate` and
+reported by the diagnostics as "combined".
 
 Each signal's value is first turned into a suspicion, higher = more suspect (the value where high values are
 suspect, its negative where low ones are, and for the length ratio, suspect on both sides, its distance in
