@@ -152,6 +152,32 @@ def test_auroc_difference_interval_is_paired():
     assert 0.3 < low <= high < 0.6  # about 0.98 against 0.5
 
 
+def test_combined_fits_bench_measures_the_candidates_and_judges_a_fit(transformer_dir):
+    """bench/combined_fits.py: the four candidate signals of real outputs are finite suspicions in their ranges,
+    and a fit on val rows where log_prob separates the classes ranks test rows by it."""
+    fits = _bench("combined_fits")
+    translator = Translator.from_pretrained(transformer_dir)
+    rows = fits.measured(translator, [("forty five", "forty five"), ("seven", "nine hundred one")])
+    for row in rows:
+        assert set(row) == set(fits.SEVEN + fits.CANDIDATES)
+        assert row["entropy"] >= 0 and row["worst_token"] >= 0 and 0 <= row["greedy_disagreement"] <= 100
+        assert np.isfinite(row["source_pmi"])
+    rng = np.random.default_rng(3)
+
+    def made(n, log_prob):
+        return [{**rows[0], "log_prob": float(rng.normal(log_prob, 0.3)), "entropy": float(rng.uniform(0, 2))}
+                for _ in range(n)]
+
+    val = {"clean": made(60, -0.5), "close": made(30, -0.8), "forced": made(40, -2.5), "natural": made(20, -2.0)}
+    test = {"clean": made(60, -0.5), "close": made(30, -0.8), "forced": made(40, -2.5), "natural": made(20, -2.0)}
+    design = fits.DESIGNS["forced and natural (the stored score)"]
+    score, weights = fits.fitted(val, fits.SEVEN + fits.CANDIDATES, design, 1.0)
+    found = fits.judged(test, score, 1.0)
+    assert weights[fits.SEVEN.index("log_prob")] == max(weights)
+    assert all(r["best"] == "log_prob" and r["auroc"] > 0.8 for r in found.values())
+    assert all(low <= high for low, high in (r["minus_best"] for r in found.values()))
+
+
 def test_translate_diagnosed_on_a_real_model(transformer_dir):
     translator = Translator.from_pretrained(transformer_dir)
     results = translate_diagnosed(translator, ["forty five", "", "seven"], beam=2, max_output_len=12)
