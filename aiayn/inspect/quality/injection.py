@@ -105,25 +105,34 @@ def _misspelled(words: list[str], rng: random.Random, n: int = 2) -> list[str]:
 
 def perturb(kind: str, source: str, rng: random.Random, *, rare: list[str], pieces: list[str]) -> str:
     """`source` perturbed by one NATURAL kind (see the module's docstring); rare: the rare words
-    (rare_words), pieces: the rare subword pieces (rare_pieces)."""
+    (rare_words), pieces: the rare subword pieces (rare_pieces); a small vocabulary's fewer than five (or
+    three) are all taken. The rare kinds need one of them at least (perturbable)."""
     words = source.split()
     changed = {
         "rare first": lambda: [rng.choice(rare)] + words,
-        "several rare": lambda: rng.sample(rare, 5) + words,
-        "rare pieces": lambda: ["".join(rng.sample(pieces, 3))] + words,
+        "several rare": lambda: rng.sample(rare, min(5, len(rare))) + words,
+        "rare pieces": lambda: ["".join(rng.sample(pieces, min(3, len(pieces))))] + words,
         "misspelled": lambda: _misspelled(words, rng),
         "punctuation": lambda: [rng.choice(PUNCTUATION) * 3] + words,
     }[kind]()
     return " ".join(changed)
 
 
+def perturbable(kind: str, *, rare: list[str], pieces: list[str]) -> bool:
+    """Whether the vocabulary has what `kind` puts into a source (a tiny one may have no rare whole words)."""
+    return bool({"rare first": rare, "several rare": rare, "rare pieces": pieces}.get(kind, True))
+
+
 def natural(translator, sources: list[str], clean_texts: list[str], kind: str,
             seed: int) -> list[tuple[str, str, float]]:
     """Each source perturbed by `kind` and translated by the search (without maps): (the perturbed source, its
-    output, the chrF of that output against the source's own clean output `clean_texts[i]`), one per source.
-    Below HALLUCINATION_CHRF: a natural hallucination."""
+    output, the chrF of that output against the source's own clean output `clean_texts[i]`), one per source;
+    none where the vocabulary lacks what the kind inserts (perturbable). Below HALLUCINATION_CHRF: a natural
+    hallucination."""
     rng = random.Random(f"{kind} {seed}")
     rare, pieces = rare_words(translator), rare_pieces(translator)
+    if not perturbable(kind, rare=rare, pieces=pieces):
+        return []
     changed = [perturb(kind, s, rng, rare=rare, pieces=pieces) for s in sources]
     outputs = translator.translate(changed)
     return [(c, r.text, chrf(r.text, clean)) for c, r, clean in zip(changed, outputs, clean_texts)]

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from aiayn.inspect.quality.injection import NATURAL, PUNCTUATION, perturb
+from aiayn.inspect.quality.injection import NATURAL, PUNCTUATION, natural_search, perturb, perturbable
 
 SOURCE = "Ein Mann schläft in einem grünen Raum auf einem Sofa."
 RARE = ["dumpster", "raincoat", "sparring", "sniffing", "grabbing", "circular"]
@@ -47,3 +47,32 @@ def test_misspelled_swaps_two_inner_letters_in_two_words():
 def test_the_same_seed_gives_the_same_perturbation(kind):
     assert _perturbed(kind, 3) == _perturbed(kind, 3)
     assert _perturbed(kind) != SOURCE.split()
+
+
+def test_a_small_vocabulary_gives_what_it_has():
+    """Fewer rare words or pieces than a kind inserts: all of them, once each; none: the kind is skipped."""
+    words = perturb("several rare", SOURCE, random.Random(0), rare=RARE[:2], pieces=PIECES).split()
+    assert sorted(words[:2]) == sorted(RARE[:2]) and words[2:] == SOURCE.split()
+    made_up = perturb("rare pieces", SOURCE, random.Random(0), rare=RARE, pieces=PIECES[:1]).split()[0]
+    assert made_up == PIECES[0]
+    assert not perturbable("rare first", rare=[], pieces=PIECES)
+    assert not perturbable("rare pieces", rare=RARE, pieces=[])
+    assert perturbable("misspelled", rare=[], pieces=[]) and perturbable("punctuation", rare=[], pieces=[])
+
+
+def test_natural_search_runs_on_a_tiny_vocabulary(transformer_dir, monkeypatch):
+    """A tiny vocabulary (as the number task's: two rare whole words, no rare pieces): every kind runs or is
+    skipped, and every output it keeps is diagnosed."""
+    from aiayn.decoding.translator import Translator
+    from aiayn.inspect.quality import injection
+    from aiayn.inspect.quality.thresholds import DEFAULT_THRESHOLDS
+
+    translator = Translator.from_pretrained(transformer_dir)
+    monkeypatch.setattr(injection, "rare_words", lambda translator: ["forty", "seven"])
+    monkeypatch.setattr(injection, "rare_pieces", lambda translator: [])
+    sources = ["forty five", "seven", "three hundred twelve"]
+    clean = [r.text for r in translator.translate(sources)]
+    found, close = natural_search(translator, sources, clean, DEFAULT_THRESHOLDS, 0, 2)
+    assert set(found) == set(NATURAL)
+    assert all("signals" in d for d in close + [d for k in found for d in found[k]])
+    assert len(close) <= 2 * len(NATURAL)
