@@ -24,7 +24,8 @@
    weighing the same within its class), its threshold the same tail of val's clean outputs as the
    signals', then applied to test.
 Prints, for test, each signal's and the combined score's AUROC per kind (bench/roc.py) with its 95% bootstrap
-interval, the paired bootstrap interval of the combined score's AUROC less the best single signal's, the
+interval (for the natural hallucinations, whole source sentences drawn: a sentence can hallucinate under
+several perturbations), the paired bootstrap interval of the combined score's AUROC less the best single signal's, the
 share of each kind flagged under the val thresholds, and the share of clean outputs flagged, as Markdown;
 --json writes everything.
 """
@@ -59,18 +60,22 @@ def scores(diagnostics: list[dict], combined) -> dict:
     return {**{name: x[:, j] for j, name in enumerate(combined.signals)}, COMBINED: combined.scores(x)}
 
 
-def report(clean: list[dict], kinds: dict, combined) -> dict:
+def report(clean: list[dict], kinds: dict, combined, groups: dict | None = None, clean_groups=None) -> dict:
+    """Each kind's AUROCs against `clean`, with bootstrap intervals; groups: per kind, the source sentence of
+    each of its outputs, and clean_groups the clean outputs', where several can come from one sentence (the
+    bootstrap then draws sentences: roc.Resampler)."""
     negatives, table = scores(clean, combined), {}
     for kind, positives in kinds.items():
         row = {"n": len(positives), "flagged": float(np.mean([bool(d["flags"]) for d in positives]))
                if positives else float("nan")}
         if positives:
             found = scores(positives, combined)
+            by = {"positive_groups": (groups or {}).get(kind), "negative_groups": clean_groups}
             row["auroc"] = {name: auroc(found[name], negatives[name]) for name in found}
-            row["interval"] = {name: auroc_interval(found[name], negatives[name]) for name in found}
+            row["interval"] = {name: auroc_interval(found[name], negatives[name], **by) for name in found}
             best = max(SIGNALS, key=row["auroc"].get)  # the combined score against the best single signal
             row["combined_minus_best"] = {"signal": best, "interval": auroc_difference_interval(
-                found[COMBINED], negatives[COMBINED], found[best], negatives[best])}
+                found[COMBINED], negatives[COMBINED], found[best], negatives[best], **by)}
         table[kind] = row
     flags = sorted({s["flag"] for d in clean for s in [*d["signals"].values(), *filter(None, [d.get("combined")])]})
     false_flags = {flag: float(np.mean([flag in d["flags"] for d in clean])) for flag in flags}
@@ -119,23 +124,27 @@ def markdown(result: dict) -> str:
 
 
 def natural_run(translator, sources: list[str], thresholds: Thresholds, seed: int, close_per_kind: int):
-    """-> (per NATURAL kind and pooled, the natural hallucinations' diagnostics; the diagnostics of the first
-    close_per_kind perturbed outputs of each kind that stayed close)."""
+    """-> (per NATURAL kind and pooled, the natural hallucinations' diagnostics; per kind and pooled, the
+    source sentence of each; the diagnostics of the first close_per_kind perturbed outputs of each kind that
+    stayed close; their source sentences)."""
     sources = [s for s in sources if s.strip()]
     clean = [r.text for r in translator.translate(sources)]
     found, close = natural_search(translator, sources, clean, thresholds, seed, close_per_kind)
     print("natural: " + ", ".join(f"{kind} {len(found[kind])}" for kind in NATURAL) + f" of {len(sources)}",
           flush=True)
-    return {**found, NATURAL_POOL: [d for k in NATURAL for d in found[k]]}, close
+    found[NATURAL_POOL] = [x for k in NATURAL for x in found[k]]
+    return ({k: [d for _, d in v] for k, v in found.items()}, {k: [i for i, _ in v] for k, v in found.items()},
+            [d for _, d in close], [i for i, _ in close])
 
 
 def natural_report(translator, sources: list[str], clean: list[dict], thresholds: Thresholds, seed: int,
                    close_per_kind: int) -> dict:
     """The natural hallucinations of `sources` judged against `clean` (the split's clean outputs'
-    diagnostics) and against the perturbed outputs that stayed close."""
-    found, close = natural_run(translator, sources, thresholds, seed, close_per_kind)
-    return {"tried": len(sources), "close": len(close), "against_clean": report(clean, found, thresholds.combined),
-            "against_close": report(close, found, thresholds.combined)}
+    diagnostics) and against the perturbed outputs that stayed close; the bootstrap draws source sentences."""
+    found, groups, close, close_groups = natural_run(translator, sources, thresholds, seed, close_per_kind)
+    return {"tried": len(sources), "close": len(close),
+            "against_clean": report(clean, found, thresholds.combined, groups),
+            "against_close": report(close, found, thresholds.combined, groups, close_groups)}
 
 
 def split_run(translator, sources: list[str], thresholds: Thresholds, seed: int):

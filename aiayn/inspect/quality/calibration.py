@@ -98,8 +98,8 @@ def combined_on(translator, sources: list[str], translations) -> Combined | None
     kinds = injected(translator, sources, translations, DEFAULT_THRESHOLDS, INJECTION_SEED, kinds=HALLUCINATIONS)
     found, close = natural_search(translator, sources, [t.text for t in translations], DEFAULT_THRESHOLDS,
                                   INJECTION_SEED, CLOSE_PER_KIND)
-    forced, natural = [d for k in HALLUCINATIONS for d in kinds[k]], [d for k in found for d in found[k]]
-    return fit_combined([[t.diagnostics for t in translations], close], [forced, natural],
+    forced, natural = [d for k in HALLUCINATIONS for d in kinds[k]], [d for k in found for _, d in found[k]]
+    return fit_combined([[t.diagnostics for t in translations], [d for _, d in close]], [forced, natural],
                         {s.name: s.suspect for s in MEASURED})
 
 

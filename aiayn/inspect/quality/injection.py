@@ -139,20 +139,20 @@ def natural(translator, sources: list[str], clean_texts: list[str], kind: str,
 
 
 def natural_search(translator, sources: list[str], clean_texts: list[str], thresholds, seed: int,
-                   close_per_kind: int) -> tuple[dict[str, list[dict]], list[dict]]:
-    """Each source perturbed by each NATURAL kind and translated (natural) -> (per kind, the diagnostics, under
-    `thresholds`, of its natural hallucinations; the diagnostics of the first close_per_kind perturbed outputs
-    of each kind that stayed close, chrF at or above HALLUCINATION_CHRF). Only these are translated again with
-    maps."""
-    def diagnosed(perturbed_sources):
-        return [r.diagnostics for r in translate_diagnosed(translator, perturbed_sources, thresholds=thresholds)] \
-            if perturbed_sources else []
+                   close_per_kind: int) -> tuple[dict[str, list[tuple[int, dict]]], list[tuple[int, dict]]]:
+    """Each source perturbed by each NATURAL kind and translated (natural) -> (per kind, its natural
+    hallucinations; the first close_per_kind perturbed outputs of each kind that stayed close, chrF at or above
+    HALLUCINATION_CHRF), each as (the index of its source in `sources`, its diagnostics under `thresholds`).
+    Only these are translated again with maps."""
+    def diagnosed(picked: list[tuple[int, str]]):
+        results = translate_diagnosed(translator, [s for _, s in picked], thresholds=thresholds) if picked else []
+        return [(i, r.diagnostics) for (i, _), r in zip(picked, results)]
 
     found, close = {}, []
     for kind in NATURAL:
-        outputs = natural(translator, sources, clean_texts, kind, seed)
-        found[kind] = diagnosed([s for s, _, c in outputs if c < HALLUCINATION_CHRF])
-        close += diagnosed([s for s, _, c in outputs if c >= HALLUCINATION_CHRF][:close_per_kind])
+        outputs = list(enumerate(natural(translator, sources, clean_texts, kind, seed)))
+        found[kind] = diagnosed([(i, s) for i, (s, _, c) in outputs if c < HALLUCINATION_CHRF])
+        close += diagnosed([(i, s) for i, (s, _, c) in outputs if c >= HALLUCINATION_CHRF][:close_per_kind])
     return found, close
 
 

@@ -152,6 +152,22 @@ def test_auroc_difference_interval_is_paired():
     assert 0.3 < low <= high < 0.6  # about 0.98 against 0.5
 
 
+def test_a_grouped_bootstrap_draws_whole_groups():
+    """Cases of one group (a sentence's outputs) come and go together; each case written four times over is
+    as uncertain, drawn by group, as the cases once, and looks surer drawn case by case."""
+    roc = _bench("roc")
+    rng = np.random.default_rng(4)
+    drawn = roc.Resampler(6, [7, 7, 7, 2, 2, 5]).draw(rng)
+    counts = np.bincount(drawn, minlength=6)
+    assert counts[0] == counts[1] == counts[2] and counts[3] == counts[4]
+    pos, neg = rng.normal(0.8, 1, 40), rng.normal(0, 1, 200)
+    once = roc.auroc_interval(pos, neg, resamples=400)
+    grouped = roc.auroc_interval(np.repeat(pos, 4), neg, positive_groups=np.repeat(np.arange(40), 4), resamples=400)
+    ungrouped = roc.auroc_interval(np.repeat(pos, 4), neg, resamples=400)
+    width = [high - low for low, high in (once, grouped, ungrouped)]
+    assert abs(width[1] - width[0]) < 0.25 * width[0] and width[2] < 0.8 * width[1]
+
+
 def test_combined_fits_bench_measures_the_candidates_and_judges_a_fit(transformer_dir):
     """bench/combined_fits.py: the four candidate signals of real outputs are finite suspicions in their ranges,
     and a fit on val rows where log_prob separates the classes ranks test rows by it."""

@@ -74,5 +74,6 @@ def test_natural_search_runs_on_a_tiny_vocabulary(transformer_dir, monkeypatch):
     clean = [r.text for r in translator.translate(sources)]
     found, close = natural_search(translator, sources, clean, DEFAULT_THRESHOLDS, 0, 2)
     assert set(found) == set(NATURAL)
-    assert all("signals" in d for d in close + [d for k in found for d in found[k]])
+    kept = close + [x for k in found for x in found[k]]
+    assert all("signals" in d and 0 <= i < len(sources) for i, d in kept)
     assert len(close) <= 2 * len(NATURAL)
