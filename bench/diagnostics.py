@@ -16,7 +16,8 @@
    output whose chrF against the unperturbed sentence's output is below HALLUCINATION_CHRF is a natural
    hallucination (Lee et al. 2019's rule). Each signal's AUROC is reported for them against the split's
    clean outputs, and, the harder question the published detectors answer, against the perturbed outputs
-   that stayed close (chrF at or above HALLUCINATION_CHRF; the first --close of each kind).
+   that stayed close (chrF at or above HALLUCINATION_CHRF; the first --close of each kind); and those close
+   ones against the clean outputs, what the perturbation alone does to each signal.
 4. A combined score (aiayn.inspect.quality.combined), the one `aiayn calibrate` stores with a model
    (aiayn.inspect.quality.calibration.combined_on, on the first --limit val sentences): a logistic regression
    over every measured signal's suspicion (standardized), fitted on val only (clean: val's outputs and the
@@ -46,6 +47,7 @@ from aiayn.inspect.quality.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
 POOLED = "all hallucinations"
 NATURAL_POOL = "all natural"
+CLOSE = "stayed close"
 COMBINED = "combined"
 SIGNALS = tuple(s.name for s in MEASURED)
 
@@ -119,7 +121,9 @@ def markdown(result: dict) -> str:
             lines += ["", f"natural hallucinations of {found['tried']} {split} sentences, against the clean {split} "
                       "outputs:", *table(found["against_clean"]["kinds"], "natural kind"),
                       "", f"the same against {found['close']} perturbed outputs that stayed close:",
-                      *table(found["against_close"]["kinds"], "natural kind")]
+                      *table(found["against_close"]["kinds"], "natural kind"),
+                      "", "the perturbed outputs that stayed close (not hallucinations) against the clean ones:",
+                      *table(found["close_against_clean"]["kinds"], "perturbed")]
     return "\n".join(lines)
 
 
@@ -144,7 +148,9 @@ def natural_report(translator, sources: list[str], clean: list[dict], thresholds
     found, groups, close, close_groups = natural_run(translator, sources, thresholds, seed, close_per_kind)
     return {"tried": len(sources), "close": len(close),
             "against_clean": report(clean, found, thresholds.combined, groups),
-            "against_close": report(close, found, thresholds.combined, groups, close_groups)}
+            "against_close": report(close, found, thresholds.combined, groups, close_groups),
+            # how far the perturbation alone moves each signal: the close ones (not hallucinations) vs clean
+            "close_against_clean": report(clean, {CLOSE: close}, thresholds.combined, {CLOSE: close_groups})}
 
 
 def split_run(translator, sources: list[str], thresholds: Thresholds, seed: int):
