@@ -58,13 +58,20 @@ class BeamTrace:
         """Every hypothesis that finished, in the order it finished."""
         return [c for s in self.steps for c in s.candidates if c.status in FINISHED]
 
+    def ranked(self) -> list[tuple[int, int]]:
+        """Every finished hypothesis as (step, its index among that step's candidates), ranked by beam.rank
+        (a stable sort: ties keep the order they finished in)."""
+        places = [(i, j) for i, s in enumerate(self.steps) for j, c in enumerate(s.candidates) if c.status in FINISHED]
+        return sorted(places, key=lambda p: rank(self.steps[p[0]].candidates[p[1]]))  # rank reads unmet and score
+
     def replay(self) -> list[TraceCandidate]:
         """The n-best list, from the trace alone: the finished hypotheses ranked by beam.rank."""
-        return sorted(self.finished(), key=rank)[: self.n_best]  # rank reads unmet and score
+        return [self.steps[i].candidates[j] for i, j in self.ranked()[: self.n_best]]
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready data (the REST answer's "trace")."""
-        return asdict(self)
+        """Plain JSON-ready data (the REST answer's "trace"), with "ranked": every finished hypothesis's
+        [step, index] in the search's order (the page lists them so, without a rule of its own)."""
+        return {**asdict(self), "ranked": [list(p) for p in self.ranked()]}
 
 
 class TraceRecorder:

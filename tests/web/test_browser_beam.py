@@ -119,7 +119,8 @@ def test_beam_panel_follows_the_next_sentence_and_the_jump_link_opens_it(browser
     # the other ways a search ends "finished": one hypothesis, early stopping, an ordinal past 2nd
     why = page.evaluate("""import('/static/beamtrace.js').then(m => {
         const trace = (beam, early, n) => ({beam, early_stopping: early, steps: [{candidates:
-            Array.from({length: n}, (_, i) => ({status: "finished", unmet: 0, score: -i}))}]});
+            Array.from({length: n}, (_, i) => ({status: "finished", unmet: 0, score: -i}))}],
+            ranked: Array.from({length: n}, (_, i) => [0, i])});
         return [m.whyEnded(trace(1, false, 1), "finished"), m.whyEnded(trace(4, true, 5), "finished"),
                 m.whyEnded(trace(3, false, 5), "finished")]; })""")
     assert why == ["1 hypothesis had finished (at least K = 1) and no unfinished one could still beat it",

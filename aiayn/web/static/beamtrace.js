@@ -8,7 +8,6 @@ import {api, esc, fmt, showPiece} from "./api.js";
 import {t} from "./i18n.js";
 
 const $ = id => document.getElementById(id);
-const FINISHED = ["finished", "finished_at_limit"];
 
 export function createBeamTrace(S) {
   const own = {key: null, trace: null, error: "", step: 0};
@@ -91,7 +90,7 @@ function intro(trace) {
 // finished; without it (the default), once at least K had and no live one, ended now, could beat the K-th best
 export function whyEnded(trace, done) {
   if (done !== "finished") return t("beam.done." + done);
-  const n = replay(trace).length, k = trace.beam;
+  const n = trace.ranked.length, k = trace.beam;  // every finished hypothesis
   const key = (trace.early_stopping ? "beam.done.early" : "beam.done.finished") + (k === 1 ? "_one" : "");
   return t(key, {n, k, kth: ordinal(k)});
 }
@@ -137,13 +136,10 @@ function candidateRow(c, last) {
   return tr;
 }
 
-// the search's n-best order (aiayn.decoding.beam_trace.BeamTrace.replay): fewest unmet constraint tokens,
-// then the highest score; ties stay in the order they finished (Array.prototype.sort is stable)
-// every finished hypothesis, ranked by aiayn.decoding.beam.rank's key (fewest unmet constraint tokens, then
-// the highest score; a stable sort keeps ties in the order they finished): a change there is a change here
+// every finished hypothesis in the search's own n-best order: the answer's "ranked" holds each one's
+// [step, index] (aiayn.decoding.beam_trace.BeamTrace.ranked)
 export function replay(trace) {
-  const done = trace.steps.flatMap(s => s.candidates.filter(c => FINISHED.includes(c.status)));
-  return done.sort((a, b) => a.unmet - b.unmet || b.score - a.score);
+  return trace.ranked.map(([step, i]) => trace.steps[step].candidates[i]);
 }
 
 function finishedList(trace, forced) {
