@@ -69,9 +69,9 @@ class BeamTrace:
         return [self.steps[i].candidates[j] for i, j in self.ranked()[: self.n_best]]
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready data (the REST answer's "trace"), with "ranked": every finished hypothesis's
-        [step, index] in the search's order (the page lists them so, without a rule of its own)."""
-        return {**asdict(self), "ranked": [list(p) for p in self.ranked()]}
+        """Plain JSON-ready data (a `--trace` file's "trace"; BeamTrace(**...) with its steps rebuilt reads it
+        back)."""
+        return asdict(self)
 
 
 class TraceRecorder:

@@ -105,7 +105,10 @@ def trace_json(translator, limits: Limits, req: TranslateRequest) -> bytes:
     trace = translator.trace(req.text, req.options(limits), target_prefix=req.target_prefix or None,
                              constraints=req.constraints or None)
     best = trace.replay()[0]
-    return dumps({"translation": best.text, "score": best.score, "trace": trace.to_dict()}).encode()
+    # "ranked": every finished hypothesis's [step, index] in the search's order: the page lists them so,
+    # without a ranking rule of its own
+    answer = {**trace.to_dict(), "ranked": [list(p) for p in trace.ranked()]}
+    return dumps({"translation": best.text, "score": best.score, "trace": answer}).encode()
 
 
 def plain_json(result, n_best: int) -> dict:

@@ -24,10 +24,9 @@ def test_replaying_the_trace_gives_the_n_best_bit_for_bit(translator, early):
         trace = translator.trace(sentence, beam=4, n_best=4, early_stopping=early)
         result = translator.translate([sentence], beam=4, n_best=4, early_stopping=early)[0]
         assert [(c.text, c.score) for c in trace.replay()] == result.n_best  # floats compared exactly
-        answer = trace.to_dict()  # the page lists the answer's "ranked" places as they come
-        listed = [answer["steps"][i]["candidates"][j] for i, j in answer["ranked"]]
-        assert [(c["text"], c["score"]) for c in listed[:4]] == result.n_best
-        assert len(listed) == len(trace.finished()) and all(c["status"] in FINISHED for c in listed)
+        listed = [trace.steps[i].candidates[j] for i, j in trace.ranked()]  # the REST answer's "ranked"
+        assert [(c.text, c.score) for c in listed[:4]] == result.n_best
+        assert len(listed) == len(trace.finished()) and all(c.status in FINISHED for c in listed)
         assert trace.steps[-1].done is not None and all(s.done is None for s in trace.steps[:-1])
         for step in trace.steps[:-1]:  # K live hypotheses go on after every step but the last
             assert sum(c.status == "kept" for c in step.candidates) == 4
@@ -63,5 +62,9 @@ def test_rest_trace(transformer_dir, translator):
     steps = body["trace"]["steps"]
     fields = {"tokens", "pieces", "text", "log_prob", "score", "status", "met"}
     assert steps and fields <= set(steps[0]["candidates"][0])
+    listed = [steps[i]["candidates"][j] for i, j in body["trace"]["ranked"]]  # the page's list, as it comes
+    finished = [c for s in steps for c in s["candidates"] if c["status"] in FINISHED]
+    assert listed[0]["text"] == body["translation"] and len(listed) == len(finished)
+    assert [c["score"] for c in listed] == sorted([c["score"] for c in listed], reverse=True)  # no constraints
     r = client.post("/api/translate", json={"text": SOURCES[0], "trace": True})
     assert r.status_code == 400 and "attention" in r.json()["error"]
