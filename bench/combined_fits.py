@@ -36,7 +36,6 @@ from aiayn.inspect.quality.calibration import MEASURED
 from aiayn.inspect.quality.combined import FLOOR, fit_logistic, group_weights, suspicion
 from aiayn.inspect.quality.diagnostics import diagnose_output
 from aiayn.inspect.quality.injection import (
-    FORCED,
     HALLUCINATION_CHRF,
     HALLUCINATIONS,
     NATURAL,
@@ -68,7 +67,7 @@ def outputs_of(translator, sources: list[str], limit: int, close_per_kind: int, 
         made = natural(translator, sources, clean, kind, seed)
         found += [(s, o) for s, o, c in made if c < HALLUCINATION_CHRF]
         close += [(s, o) for s, o, c in made if c >= HALLUCINATION_CHRF][:close_per_kind]
-    forced = [p for kind in HALLUCINATIONS if kind in FORCED for p in pairs[kind]]
+    forced = [p for kind in HALLUCINATIONS if kind in pairs for p in pairs[kind]]  # perturbed has no pairs
     return {"clean": list(zip(sources[:limit], clean[:limit])), "close": close, "forced": forced, "natural": found}
 
 

@@ -156,12 +156,10 @@ def natural_search(translator, sources: list[str], clean_texts: list[str], thres
     return found, close
 
 
-FORCED = ("detached", "half detached", "source cut", "oscillation", "copy", "cut short")  # judged by teacher forcing
-
-
 def forced_pairs(sources: list[str], clean_texts: list[str], seed: int) -> dict[str, list[tuple[str, str]]]:
-    """Per FORCED kind, its (source, output) pairs made from `sources` and their clean outputs `clean_texts`
-    (the model's own, one per source; two or more)."""
+    """Per kind judged by teacher forcing (every kind but perturbed, which the search writes), its (source,
+    output) pairs made from `sources` and their clean outputs `clean_texts` (the model's own, one per source;
+    two or more)."""
     rng = random.Random(seed)
     n = len(sources)
     words = [t.split() for t in clean_texts]
